@@ -1,0 +1,24 @@
+"""One source of defaults for text generation: the API, the CLI and the app read them from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DRAFTERS = ("model", "ngram", "none")
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    drafter: str = "model"
+    num_draft_tokens: int = 5
+    schedule: str = "heuristic"
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    top_k: int | None = None
+    top_p: float | None = None
+    max_ngram: int = 3
+    confidence_threshold: float = 0.4
+    seed: int = 0
+
+
+TEXT_DEFAULTS = TextConfig()

@@ -1,0 +1,154 @@
+"""Text drafters: a small causal LM, prompt lookup (n-gram), or none (target-only decoding).
+
+Every drafter has ``start(input_ids, attention_mask)`` for a new batch, ``propose(k, keep_drafting)``
+returning a Draft of token ids (B, k), and ``commit(draft, verdict)`` to catch up with what the
+target accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from transformers import PreTrainedModel
+
+from specvideo.core.acceptance import sample_categorical
+from specvideo.core.types import Draft, Verdict
+from specvideo.text.sampling import SamplingConfig, to_probs
+from specvideo.text.state import CausalLMState
+
+
+class ModelDrafter:
+    """Drafts with any transformers causal LM, keeping its own KV cache and rolling it back by cropping.
+
+    In a round it feeds what it has not seen yet (the target's correction, and its own last draft
+    when that was accepted) and then drafts k tokens autoregressively, sampling from q when the
+    sampling config is not greedy.
+    """
+
+    def __init__(
+        self, model: PreTrainedModel, sampling: SamplingConfig, generator: torch.Generator | None = None
+    ):
+        self.model = model
+        self.sampling = sampling
+        self.generator = generator
+        self._warpers = sampling.warpers()
+        self.calls = 0
+
+    def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        self.state = CausalLMState(self.model, input_ids, attention_mask)
+        self._fed = 0
+
+    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool]) -> Draft:
+        B, device = self.state.pending.shape[0], self.state.device
+        if k == 0:
+            return Draft(
+                items=torch.zeros(B, 0, dtype=torch.long, device=device),
+                lengths=torch.zeros(B, dtype=torch.long, device=device),
+            )
+        self.state.mark_round()
+        width = self.state.pending_width
+        logits = self.state.forward()[:, -1]  # (B, V)
+        tokens, qs = [], []
+        for i in range(k):
+            token, q = self._draw(logits)  # (B,), (B, V)
+            tokens.append(token)
+            qs.append(q)
+            if i == k - 1 or not keep_drafting(q.max(dim=-1).values):
+                break
+            logits = self.state.forward(token[:, None])[:, -1]  # (B, V)
+        self.calls += len(tokens)
+        self._fed = width + len(tokens) - 1
+        items = torch.stack(tokens, dim=1)  # (B, m)
+        q = None if self.sampling.greedy else torch.stack(qs, dim=1)  # (B, m, V)
+        return Draft(items=items, lengths=torch.full((B,), items.shape[1], device=device), q=q)
+
+    def _draw(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.sampling.greedy:
+            return logits.argmax(dim=-1), torch.softmax(logits, dim=-1)
+        q = to_probs(logits, self._warpers)  # (B, V)
+        return sample_categorical(q, self.generator), q
+
+    def commit(self, draft: Draft, verdict: Verdict) -> None:
+        next_token = verdict.next_item[:, None]  # (B, 1)
+        m = draft.k
+        if m == 0:
+            self.state.push(next_token)
+            return
+        a = verdict.num_accepted  # (B,)
+        # Slots written this round: the unseen tokens, then d_1 .. d_{m-1} (d_m was drafted, not fed).
+        self.state.rollback(self._fed - (m - 1) + torch.clamp(a, max=m - 1))
+        all_accepted = a == m  # (B,) those rows still have to feed d_m
+        if bool(all_accepted.any()):
+            last = torch.where(all_accepted, draft.items[:, -1], torch.zeros_like(draft.items[:, -1]))  # (B,)
+            self.state.push(
+                torch.stack([last, next_token[:, 0]], dim=1),
+                torch.stack([all_accepted, torch.ones_like(all_accepted)], dim=1),
+            )
+        else:
+            self.state.push(next_token)
+
+
+class NGramDrafter:
+    """Prompt lookup decoding: find the latest earlier occurrence of the last n tokens in the context
+    (prompt and generated text) and propose the tokens that followed it. No model, no cost.
+
+    Tries n = max_ngram down to min_ngram; a row without a match proposes nothing that round.
+    """
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+        if not 1 <= min_ngram <= max_ngram:
+            raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+        self.calls = 0
+
+    def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        self.device = input_ids.device
+        self.history = [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
+
+    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool]) -> Draft:
+        proposals = (
+            [self.lookup(history, k) for history in self.history] if k > 0 else [[] for _ in self.history]
+        )
+        m = max(len(p) for p in proposals)
+        items = torch.zeros(len(proposals), m, dtype=torch.long)
+        for b, proposal in enumerate(proposals):
+            items[b, : len(proposal)] = torch.tensor(proposal, dtype=torch.long)
+        lengths = torch.tensor([len(p) for p in proposals], dtype=torch.long)
+        return Draft(items=items.to(self.device), lengths=lengths.to(self.device))
+
+    def lookup(self, history: list[int], k: int) -> list[int]:
+        """Up to k tokens that followed the latest earlier occurrence of the longest matching suffix."""
+        for n in range(min(self.max_ngram, len(history) - 1), self.min_ngram - 1, -1):
+            pattern = history[-n:]
+            for start in range(len(history) - n - 1, -1, -1):
+                if history[start : start + n] == pattern:
+                    return history[start + n : start + n + k]
+        return []
+
+    def commit(self, draft: Draft, verdict: Verdict) -> None:
+        accepted = verdict.num_accepted.tolist()
+        items = draft.items.tolist()
+        for history, row, a, next_token in zip(self.history, items, accepted, verdict.next_item.tolist()):
+            history.extend(row[:a])
+            history.append(next_token)
+
+
+class NullDrafter:
+    """Proposes nothing: the loop degenerates to plain target-only decoding (our baseline)."""
+
+    calls = 0
+
+    def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        self.batch_size, self.device = input_ids.shape[0], input_ids.device
+
+    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool]) -> Draft:
+        B = self.batch_size
+        return Draft(
+            items=torch.zeros(B, 0, dtype=torch.long, device=self.device),
+            lengths=torch.zeros(B, dtype=torch.long, device=self.device),
+        )
+
+    def commit(self, draft: Draft, verdict: Verdict) -> None:
+        pass

@@ -1,0 +1,256 @@
+"""SpeculativeGenerator: exact speculative decoding of any transformers causal LM.
+
+Greedy output is token-identical to the target's own greedy decoding; sampled output has exactly
+the target's distribution (Leviathan et al. 2023, Chen et al. 2023). Works on batches of prompts of
+different lengths, each row accepting its own number of tokens per round.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from specvideo.core.acceptance import greedy_match, rejection_sample
+from specvideo.core.loop import speculate
+from specvideo.core.schedule import make_schedule
+from specvideo.core.types import Draft, SpecStats, Step
+from specvideo.text.config import DRAFTERS, TEXT_DEFAULTS
+from specvideo.text.drafters import ModelDrafter, NGramDrafter, NullDrafter
+from specvideo.text.prompts import EncodedPrompt, encode_prompt
+from specvideo.text.sampling import SamplingConfig
+from specvideo.text.state import context_length
+from specvideo.text.verifier import TargetVerifier
+
+D = TEXT_DEFAULTS
+
+
+@dataclass
+class TextOutput:
+    """text: decoded new text (None without a tokenizer); token_ids: the new token ids.
+
+    Both are lists with one entry per prompt when the input was a batch.
+    """
+
+    text: str | list[str] | None
+    token_ids: list[int] | list[list[int]]
+    stats: SpecStats
+
+
+@dataclass
+class _Run:
+    drafter: Any
+    verifier: TargetVerifier
+    accept: Any
+    schedule: Any
+    stats: SpecStats
+    prompt: EncodedPrompt
+
+    def steps(self) -> Iterator[Step]:
+        return speculate(self.drafter, self.verifier, self.accept, self.schedule, self.stats)
+
+
+class SpeculativeGenerator:
+    """Speculative text generation with a target causal LM and a drafter.
+
+    drafter: "model" (a small causal LM passed as ``draft``), "ngram" (prompt lookup, no model) or
+    "none" (plain target-only decoding through the same loop, the baseline).
+    """
+
+    def __init__(
+        self,
+        target: PreTrainedModel,
+        tokenizer=None,
+        draft: PreTrainedModel | None = None,
+        drafter: str = D.drafter,
+        num_draft_tokens: int = D.num_draft_tokens,
+        schedule: str = D.schedule,
+        device: str | torch.device | None = None,
+        max_ngram: int = D.max_ngram,
+        confidence_threshold: float = D.confidence_threshold,
+    ):
+        if drafter not in DRAFTERS:
+            raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
+        if drafter == "model" and draft is None:
+            raise ValueError("drafter='model' needs a draft model: pass draft=..., or use drafter='ngram'")
+        make_schedule(schedule, num_draft_tokens)  # validates k and the schedule name
+        self.device = torch.device(device) if device is not None else target.device
+        self.target = target.to(self.device).eval()
+        self.draft = draft.to(self.device).eval() if draft is not None else None
+        if self.draft is not None:
+            _check_vocab(self.target, self.draft)
+        self.tokenizer = tokenizer
+        self.drafter_name = drafter
+        self.num_draft_tokens = num_draft_tokens
+        self.schedule_name = schedule
+        self.max_ngram = max_ngram
+        self.confidence_threshold = confidence_threshold
+
+    @classmethod
+    def from_pretrained(
+        cls, target_path: str, draft_path: str | None = None, dtype: torch.dtype = torch.float32, **kwargs
+    ) -> SpeculativeGenerator:
+        """Load a target (and optional draft) from local model directories or cached Hub ids.
+
+        The tokenizer is read from the target's directory. Without a draft the n-gram drafter is used.
+        """
+        target = load_causal_lm(target_path, dtype)
+        tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
+        draft = load_causal_lm(draft_path, dtype) if draft_path else None
+        kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
+        return cls(target, tokenizer=tokenizer, draft=draft, **kwargs)
+
+    def generate(
+        self,
+        prompt,
+        max_new_tokens: int = D.max_new_tokens,
+        temperature: float = D.temperature,
+        top_k: int | None = D.top_k,
+        top_p: float | None = D.top_p,
+        generator: torch.Generator | None = None,
+        stop: str | int | list[int] | None = "eos",
+    ) -> TextOutput:
+        """Generate up to ``max_new_tokens`` for a prompt or a batch of prompts.
+
+        prompt: str, list of str, list of token-id lists, or a (B, T) tensor of token ids.
+        stop: "eos" (the target's end-of-sequence ids), None (exactly max_new_tokens), or token ids.
+        """
+        run = self._prepare(prompt, max_new_tokens, temperature, top_k, top_p, generator, stop)
+        for _ in run.steps():
+            pass
+        return self._output(run)
+
+    def stream(self, prompt, **kwargs) -> Iterator[str | list[str]]:
+        """Like ``generate`` but yields decoded text pieces as tokens are accepted.
+
+        A single prompt yields str pieces; a batch yields a list with one piece per row.
+        """
+        if self.tokenizer is None:
+            raise ValueError("stream() decodes text and needs a tokenizer")
+        run = self._prepare(prompt, **kwargs)
+        decoded = [""] * run.prompt.batch_size
+        for _ in run.steps():
+            pieces = []
+            for b, tokens in enumerate(run.verifier.outputs):
+                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+                stable = len(text.rstrip("\ufffd")) if not run.verifier.finished else len(text)
+                pieces.append(text[len(decoded[b]) : stable])
+                decoded[b] = text[:stable] if stable >= len(decoded[b]) else decoded[b]
+            if any(pieces):
+                yield pieces if run.prompt.is_batch else pieces[0]
+
+    def _prepare(
+        self,
+        prompt,
+        max_new_tokens: int = D.max_new_tokens,
+        temperature: float = D.temperature,
+        top_k: int | None = D.top_k,
+        top_p: float | None = D.top_p,
+        generator: torch.Generator | None = None,
+        stop: str | int | list[int] | None = "eos",
+    ) -> _Run:
+        sampling = SamplingConfig(temperature, top_k, top_p)
+        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+        encoded = encode_prompt(prompt, self.tokenizer, self.target.config.vocab_size, self.device)
+        _check_context(encoded.max_length, max_new_tokens, context_length(self.target))
+        verifier = TargetVerifier(self.target, sampling, max_new_tokens, self._stop_ids(stop))
+        drafter = self._make_drafter(sampling, generator)
+        for part in (verifier, drafter):
+            part.start(encoded.input_ids, encoded.attention_mask)
+        kwargs = {"threshold": self.confidence_threshold} if self.schedule_name == "confidence" else {}
+        return _Run(
+            drafter=drafter,
+            verifier=verifier,
+            accept=_accept_rule(sampling, generator),
+            schedule=make_schedule(self.schedule_name, self.num_draft_tokens, **kwargs),
+            stats=SpecStats(),
+            prompt=encoded,
+        )
+
+    def _make_drafter(self, sampling: SamplingConfig, generator: torch.Generator | None):
+        if self.drafter_name == "model":
+            return ModelDrafter(self.draft, sampling, generator)
+        if self.drafter_name == "ngram":
+            return NGramDrafter(self.max_ngram)
+        return NullDrafter()
+
+    def _stop_ids(self, stop) -> frozenset[int]:
+        if stop is None:
+            return frozenset()
+        if stop == "eos":
+            eos = getattr(self.target.generation_config, "eos_token_id", None)
+            if eos is None and self.tokenizer is not None:
+                eos = self.tokenizer.eos_token_id
+            return frozenset([] if eos is None else [eos] if isinstance(eos, int) else eos)
+        if isinstance(stop, int):
+            return frozenset([stop])
+        if isinstance(stop, (list, tuple, set, frozenset)) and all(isinstance(t, int) for t in stop):
+            return frozenset(stop)
+        raise ValueError(f"stop must be 'eos', None, a token id or a list of token ids, got {stop!r}")
+
+    def _output(self, run: _Run) -> TextOutput:
+        token_ids = run.verifier.outputs
+        texts = None
+        if self.tokenizer is not None:
+            texts = [self.tokenizer.decode(ids, skip_special_tokens=True) for ids in token_ids]
+        if run.prompt.is_batch:
+            return TextOutput(text=texts, token_ids=token_ids, stats=run.stats)
+        return TextOutput(text=texts[0] if texts else None, token_ids=token_ids[0], stats=run.stats)
+
+
+def _accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
+    if sampling.greedy:
+        return lambda draft, target_tokens: greedy_match(target_tokens, draft.items, draft.lengths)
+
+    def accept(draft: Draft, p: torch.Tensor):
+        return rejection_sample(p, draft.q, draft.items, draft.lengths, generator)
+
+    return accept
+
+
+def _check_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:
+    t, d = target.config.vocab_size, draft.config.vocab_size
+    if t != d:
+        raise ValueError(
+            f"draft vocabulary size {d} does not match the target's vocabulary size {t}: "
+            "draft and target must share one tokenizer"
+        )
+
+
+def _check_context(prompt_length: int, max_new_tokens: int, context: int) -> None:
+    if prompt_length + max_new_tokens > context:
+        raise ValueError(
+            f"prompt of {prompt_length} tokens + max_new_tokens={max_new_tokens} = "
+            f"{prompt_length + max_new_tokens} exceeds the target's context length of {context} tokens"
+        )
+
+
+def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+    """Load a causal LM from a local directory (or a Hub id already in the local cache); never downloads."""
+    local = os.path.isdir(path)
+    if not local and os.path.exists(path):
+        raise ValueError(f"cannot load a causal LM from {path!r}: it is a file, not a model directory")
+    if not local and (os.path.isabs(path) or path.startswith(".") or path.count("/") > 1):
+        raise ValueError(f"cannot load a causal LM from {path!r}: no such model directory")
+    try:
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+    except Exception as err:  # transformers raises OSError, ValueError, safetensors errors, ...
+        where = "model directory" if local else "model directory or cached Hub model"
+        raise ValueError(f"cannot load a causal LM from {where} {path!r}: {_first_line(err)}") from err
+
+
+def _load_tokenizer(path: str):
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception:
+        return None  # token-id prompts still work
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else type(err).__name__

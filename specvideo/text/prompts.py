@@ -1,0 +1,74 @@
+"""Prompt normalisation: str / list of str / token-id lists / (B, T) tensor -> left-padded batch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class EncodedPrompt:
+    input_ids: torch.Tensor  # (B, T) left-padded with 0
+    attention_mask: torch.Tensor  # (B, T) 1 for real tokens
+    is_batch: bool
+
+    @property
+    def batch_size(self) -> int:
+        return self.input_ids.shape[0]
+
+    @property
+    def max_length(self) -> int:
+        return int(self.attention_mask.sum(dim=1).max())
+
+
+def encode_prompt(prompt, tokenizer, vocab_size: int, device: torch.device) -> EncodedPrompt:
+    """Tokenise (when needed), validate and left-pad a prompt or a batch of prompts."""
+    rows, is_batch = _token_rows(prompt, tokenizer)
+    if not rows:
+        raise ValueError("the batch of prompts is empty")
+    for i, row in enumerate(rows):
+        where = f"prompt {i}" if is_batch else "prompt"
+        if len(row) == 0:
+            raise ValueError(f"{where} is empty: give at least one token")
+        bad = [t for t in row if not 0 <= t < vocab_size]
+        if bad:
+            raise ValueError(f"{where} has token id {bad[0]} outside the vocabulary [0, {vocab_size})")
+    width = max(len(row) for row in rows)
+    input_ids = torch.zeros(len(rows), width, dtype=torch.long)
+    attention_mask = torch.zeros(len(rows), width, dtype=torch.long)
+    for b, row in enumerate(rows):
+        input_ids[b, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+        attention_mask[b, width - len(row) :] = 1
+    return EncodedPrompt(input_ids.to(device), attention_mask.to(device), is_batch)
+
+
+def _token_rows(prompt, tokenizer) -> tuple[list[list[int]], bool]:
+    if isinstance(prompt, torch.Tensor):
+        if prompt.dtype.is_floating_point or prompt.dtype == torch.bool:
+            raise ValueError(f"a prompt tensor must hold integer token ids, got dtype {prompt.dtype}")
+        if prompt.ndim == 1:
+            return [prompt.tolist()], False
+        if prompt.ndim == 2:
+            return prompt.tolist(), True
+        raise ValueError(f"a prompt tensor must have shape (B, T) or (T,), got {tuple(prompt.shape)}")
+    if isinstance(prompt, str):
+        return [_tokenize(prompt, tokenizer)], False
+    if isinstance(prompt, (list, tuple)):
+        if all(isinstance(p, str) for p in prompt):
+            return [_tokenize(p, tokenizer) for p in prompt], True
+        if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt) and prompt:
+            return [list(prompt)], False
+        if all(isinstance(p, (list, tuple)) and all(isinstance(t, int) for t in p) for p in prompt):
+            return [list(p) for p in prompt], True
+    raise ValueError(
+        f"prompt must be a str, a list of str, a list of token-id lists or a (B, T) tensor, got {type(prompt).__name__}"
+    )
+
+
+def _tokenize(text: str, tokenizer) -> list[int]:
+    if tokenizer is None:
+        raise ValueError("a text prompt needs a tokenizer: pass tokenizer=... or give token ids")
+    if not text:
+        raise ValueError("prompt is empty: give some text to continue")
+    return list(tokenizer(text)["input_ids"])

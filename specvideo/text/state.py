@@ -1,0 +1,115 @@
+"""A causal LM with its own KV cache over a ragged batch, and rollback by cropping.
+
+Layout: every row shares the cache's slot axis; a (B, L) bool ``mask`` says which slots hold a real
+token. Rows that accept fewer tokens than others leave masked *holes*; position ids count only real
+tokens, so each row sees exactly the positions it would see alone. Rollback masks the rejected
+slots and crops the slots that no row uses any more (for batch 1 this is a plain crop).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+
+class CausalLMState:
+    """KV cache, validity mask, positions and not-yet-cached tokens of one model over a batch.
+
+    input_ids:      (B, T) left-padded prompt tokens (they become the first pending block).
+    attention_mask: (B, T) 1 for real tokens, 0 for padding.
+    """
+
+    def __init__(self, model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        self.model = model
+        self.device = input_ids.device
+        B = input_ids.shape[0]
+        self.cache = DynamicCache()
+        self.mask = torch.zeros(B, 0, dtype=torch.bool, device=self.device)  # (B, L) real slots
+        self.num_tokens = torch.zeros(B, dtype=torch.long, device=self.device)  # (B,) real tokens cached
+        self.pending = input_ids  # (B, n) fed at the next forward
+        self.pending_valid = attention_mask.bool()  # (B, n)
+        self.max_position = context_length(model) - 1
+        self.round_start = 0
+        self._kwargs = _forward_kwargs(model)
+
+    @property
+    def length(self) -> int:
+        return self.mask.shape[1]
+
+    @property
+    def pending_width(self) -> int:
+        return self.pending.shape[1]
+
+    def push(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> None:
+        """Queue tokens (B, n) for the next forward; the last pushed column must be real in every row."""
+        valid = torch.ones_like(tokens, dtype=torch.bool) if valid is None else valid
+        self.pending = torch.cat([self.pending, tokens], dim=1)
+        self.pending_valid = torch.cat([self.pending_valid, valid], dim=1)
+
+    def mark_round(self) -> None:
+        """Remember where this round's slots start, for ``rollback``."""
+        self.round_start = self.length
+
+    @torch.inference_mode()
+    def forward(self, tokens: torch.Tensor | None = None, num_logits: int = 1) -> torch.Tensor:
+        """Feed pending tokens then ``tokens`` (B, n); return logits (B, num_logits, V) of the last ones."""
+        if tokens is not None:
+            self.push(tokens)
+        tokens, valid = self.pending, self.pending_valid  # (B, n)
+        positions = (self.num_tokens[:, None] + valid.long().cumsum(1) - 1).clamp(
+            0, self.max_position
+        )  # (B, n)
+        mask = torch.cat([self.mask, valid], dim=1)  # (B, L + n)
+        out = self.model(
+            input_ids=tokens,
+            attention_mask=mask.long(),
+            position_ids=positions,
+            use_cache=True,
+            **{self._kwargs.cache: self.cache},
+            **({"logits_to_keep": num_logits} if self._kwargs.logits_to_keep else {}),
+        )
+        self.mask = mask
+        self.num_tokens = self.num_tokens + valid.sum(1)
+        self.pending = tokens[:, :0]
+        self.pending_valid = valid[:, :0]
+        return out.logits[:, -num_logits:].float()  # (B, num_logits, V)
+
+    def rollback(self, keep: torch.Tensor) -> None:
+        """Keep the first ``keep[b]`` slots written since ``mark_round`` in row b; drop the rest."""
+        cols = torch.arange(self.length - self.round_start, device=self.device)  # (n,)
+        drop = (cols[None, :] >= keep[:, None]) & self.mask[:, self.round_start :]  # (B, n)
+        self.num_tokens = self.num_tokens - drop.sum(1)
+        self.mask = torch.cat(
+            [self.mask[:, : self.round_start], self.mask[:, self.round_start :] & ~drop], dim=1
+        )
+        used = self.mask.any(dim=0).nonzero()
+        new_length = max(int(used[-1]) + 1 if len(used) else 0, self.round_start)
+        if new_length < self.length:
+            self.cache.crop(new_length - self.length)  # a negative count removes that many slots
+            self.mask = self.mask[:, :new_length]
+
+
+class _Kwargs:
+    def __init__(self, cache: str, logits_to_keep: bool):
+        self.cache = cache
+        self.logits_to_keep = logits_to_keep
+
+
+def _forward_kwargs(model: PreTrainedModel) -> _Kwargs:
+    """transformers 5 renamed ``past_key_values`` to ``cache``; support both spellings."""
+    params = inspect.signature(model.forward).parameters
+    return _Kwargs("cache" if "cache" in params else "past_key_values", "logits_to_keep" in params)
+
+
+def context_length(model: PreTrainedModel) -> int:
+    """The model's maximum number of positions."""
+    config = model.config
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(
+        f"cannot tell the context length of {type(model).__name__}: no max_position_embeddings in its config"
+    )

@@ -1,0 +1,93 @@
+"""The target LM as verifier: scores all k drafted tokens in one forward pass over its KV cache."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedModel
+
+from specvideo.core.types import Draft, Verdict
+from specvideo.text.sampling import SamplingConfig, to_probs
+from specvideo.text.state import CausalLMState, context_length
+
+
+class TargetVerifier:
+    """Runs the target over [unseen tokens, d_1 .. d_k] and returns, per row,
+
+    greedy:   the target's argmax at each of the k + 1 positions, (B, k+1);
+    sampling: the processed target distribution p at each position, (B, k+1, V).
+
+    Commit keeps the accepted prefix in the cache (cropping the rest), applies the stop rules
+    (max_new_tokens, end-of-sequence ids) and returns what each row emitted.
+    """
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        sampling: SamplingConfig,
+        max_new_tokens: int,
+        stop_ids: frozenset[int] = frozenset(),
+    ):
+        self.model = model
+        self.sampling = sampling
+        self.max_new_tokens = max_new_tokens
+        self.stop_ids = stop_ids
+        self.context_length = context_length(model)
+        self._warpers = sampling.warpers()
+        self.calls = 0
+
+    def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        self.state = CausalLMState(self.model, input_ids, attention_mask)
+        self.prompt_lengths = attention_mask.sum(dim=1).tolist()
+        self.outputs: list[list[int]] = [[] for _ in self.prompt_lengths]
+        self.active = torch.tensor([self.max_new_tokens > 0] * len(self.outputs))
+
+    @property
+    def finished(self) -> bool:
+        return not bool(self.active.any())
+
+    @property
+    def target_only_calls(self) -> int:
+        """Target-only decoding needs one forward per generated token (the first is the prefill)."""
+        return max(len(out) for out in self.outputs)
+
+    def max_draft_length(self) -> int:
+        """Keep k + 1 tokens within the budget of the row furthest from done and within the context."""
+        rows = [b for b, on in enumerate(self.active.tolist()) if on]
+        budget = max(self.max_new_tokens - len(self.outputs[b]) for b in rows) - 1
+        room = min(self.context_length - self.prompt_lengths[b] - len(self.outputs[b]) for b in rows)
+        return max(0, min(budget, room))
+
+    def verify(self, draft: Draft) -> torch.Tensor:
+        self.state.mark_round()
+        self._width = self.state.pending_width
+        logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
+        self.calls += 1
+        if self.sampling.greedy:
+            return logits.argmax(dim=-1)  # (B, k+1)
+        return to_probs(logits, self._warpers)  # (B, k+1, V)
+
+    def correct(self, draft: Draft, verdict: Verdict) -> Verdict:
+        return verdict  # the correction token was sampled by the acceptance rule
+
+    def commit(self, draft: Draft, verdict: Verdict) -> list[list[int]]:
+        accepted = verdict.num_accepted.tolist()
+        items, next_tokens = draft.items.tolist(), verdict.next_item.tolist()
+        emitted = []
+        for b, on in enumerate(self.active.tolist()):
+            new = items[b][: accepted[b]] + [next_tokens[b]] if on else []
+            emitted.append(self._emit(b, new))
+        self.state.rollback(self._width + verdict.num_accepted)
+        self.state.push(verdict.next_item[:, None])
+        return emitted
+
+    def _emit(self, b: int, new: list[int]) -> list[int]:
+        """Append to row b up to its budget and through its first stop token; deactivate it when done."""
+        room = self.max_new_tokens - len(self.outputs[b])
+        new = new[:room]
+        stop_at = next((i for i, t in enumerate(new) if t in self.stop_ids), None)
+        if stop_at is not None:
+            new = new[: stop_at + 1]
+        self.outputs[b].extend(new)
+        if stop_at is not None or len(self.outputs[b]) >= self.max_new_tokens:
+            self.active[b] = False
+        return new

@@ -1,0 +1,77 @@
+"""Tiny random causal LMs built inside the tests (no downloads)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+
+def tiny_llama(
+    vocab_size: int = 64,
+    seed: int = 0,
+    hidden: int = 32,
+    layers: int = 2,
+    context: int = 256,
+    logit_scale: float = 1.0,
+) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=context,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(logit_scale)
+    return model
+
+
+def perturbed_copy(model: LlamaForCausalLM, noise: float, seed: int = 1) -> LlamaForCausalLM:
+    """A draft that mostly agrees with the target: the target's weights plus Gaussian noise."""
+    draft = LlamaForCausalLM(model.config).eval()
+    draft.load_state_dict(model.state_dict())
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(noise * p.std() * torch.randn(p.shape, generator=g))
+    return draft
+
+
+def random_prompts(
+    n: int, vocab_size: int, seed: int, min_len: int = 1, max_len: int = 12
+) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    prompts = []
+    for _ in range(n):
+        length = int(torch.randint(min_len, max_len + 1, (1,), generator=g))
+        prompts.append(torch.randint(3, vocab_size, (length,), generator=g).tolist())
+    return prompts
+
+
+def tiny_tokenizer(vocab_size: int = 300):
+    """A byte-level BPE tokenizer trained on a few lines, wrapped as a transformers fast tokenizer."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    text = ["def quicksort(arr):\n    return sorted(arr)\n", "for i in range(10):\n    print(i)\n"] * 20
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        text, vocab_size=vocab_size, min_frequency=1, special_tokens=["<pad>", "<s>", "</s>"]
+    )
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+
+
+def save_model_dir(path, vocab_size: int, seed: int, tokenizer=None, **kwargs):
+    model = tiny_llama(vocab_size, seed=seed, **kwargs)
+    model.save_pretrained(path)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(path)
+    return model
