@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DRAFTERS = ("model", "ngram", "none")
+DRAFTERS = ("model", "lean", "ngram", "none")
 
 
 @dataclass(frozen=True)

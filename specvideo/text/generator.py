@@ -19,8 +19,10 @@ from specvideo.core.acceptance import greedy_match, rejection_sample
 from specvideo.core.loop import speculate
 from specvideo.core.schedule import make_schedule
 from specvideo.core.types import Draft, SpecStats, Step
+from specvideo.paths import shipped
 from specvideo.text.config import DRAFTERS, TEXT_DEFAULTS
 from specvideo.text.drafters import ModelDrafter, NGramDrafter, NullDrafter
+from specvideo.text.lean import LeanLlama
 from specvideo.text.prompts import EncodedPrompt, encode_prompt
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.state import context_length
@@ -57,8 +59,9 @@ class _Run:
 class SpeculativeGenerator:
     """Speculative text generation with a target causal LM and a drafter.
 
-    drafter: "model" (a small causal LM passed as ``draft``), "ngram" (prompt lookup, no model) or
-    "none" (plain target-only decoding through the same loop, the baseline).
+    drafter: "model" (a small causal LM passed as ``draft``), "lean" (the same Llama draft run by
+    ``LeanLlama``, much less per-call overhead on CPU), "ngram" (prompt lookup, no model) or "none"
+    (plain target-only decoding through the same loop, the baseline).
     """
 
     def __init__(
@@ -75,8 +78,10 @@ class SpeculativeGenerator:
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
-        if drafter == "model" and draft is None:
-            raise ValueError("drafter='model' needs a draft model: pass draft=..., or use drafter='ngram'")
+        if drafter in ("model", "lean") and draft is None:
+            raise ValueError(
+                f"drafter={drafter!r} needs a draft model: pass draft=..., or use drafter='ngram'"
+            )
         make_schedule(schedule, num_draft_tokens)  # validates k and the schedule name
         self.device = torch.device(device) if device is not None else target.device
         self.target = target.to(self.device).eval()
@@ -92,12 +97,24 @@ class SpeculativeGenerator:
 
     @classmethod
     def from_pretrained(
-        cls, target_path: str, draft_path: str | None = None, dtype: torch.dtype = torch.float32, **kwargs
+        cls,
+        target_path: str | None = None,
+        draft_path: str | None = None,
+        dtype: torch.dtype = torch.float32,
+        **kwargs,
     ) -> SpeculativeGenerator:
         """Load a target (and optional draft) from local model directories or cached Hub ids.
 
-        The tokenizer is read from the target's directory. Without a draft the n-gram drafter is used.
+        With no argument, the shipped code-completion pair under ``models/text/`` is loaded (with
+        the lean drafter). The tokenizer is read from the target's directory. Without a draft the
+        n-gram drafter is used.
         """
+        if target_path is None:
+            target_path, draft_path = (
+                str(shipped("text", "target")),
+                draft_path or str(shipped("text", "draft")),
+            )
+            kwargs.setdefault("drafter", "lean")
         target = load_causal_lm(target_path, dtype)
         tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
         draft = load_causal_lm(draft_path, dtype) if draft_path else None
@@ -175,6 +192,9 @@ class SpeculativeGenerator:
     def _make_drafter(self, sampling: SamplingConfig, generator: torch.Generator | None):
         if self.drafter_name == "model":
             return ModelDrafter(self.draft, sampling, generator)
+        if self.drafter_name == "lean":
+            self._lean = getattr(self, "_lean", None) or LeanLlama(self.draft)
+            return ModelDrafter(self._lean, sampling, generator)
         if self.drafter_name == "ngram":
             return NGramDrafter(self.max_ngram)
         return NullDrafter()

@@ -25,7 +25,8 @@ class CausalLMState:
         self.model = model
         self.device = input_ids.device
         B = input_ids.shape[0]
-        self.cache = DynamicCache()
+        make_cache = getattr(model, "make_cache", None)  # a model may bring its own cache (LeanLlama)
+        self.cache = make_cache(B) if make_cache else DynamicCache()
         self.mask = torch.zeros(B, 0, dtype=torch.bool, device=self.device)  # (B, L) real slots
         self.num_tokens = torch.zeros(B, dtype=torch.long, device=self.device)  # (B,) real tokens cached
         self.pending = input_ids  # (B, n) fed at the next forward
@@ -80,6 +81,8 @@ class CausalLMState:
         """Keep the first ``keep[b]`` slots written since ``mark_round`` in row b; drop the rest."""
         cols = torch.arange(self.length - self.round_start, device=self.device)  # (n,)
         drop = (cols[None, :] >= keep[:, None]) & self.mask[:, self.round_start :]  # (B, n)
+        if not bool(drop.any()):
+            return
         self.num_tokens = self.num_tokens - drop.sum(1)
         self.mask = torch.cat(
             [self.mask[:, : self.round_start], self.mask[:, self.round_start :] & ~drop], dim=1

@@ -1,0 +1,22 @@
+"""Where the shipped weights live: ``models/`` at the top of the repository, or $SPECVIDEO_MODELS."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def models_dir() -> Path:
+    env = os.environ.get("SPECVIDEO_MODELS")
+    return Path(env) if env else Path(__file__).resolve().parents[1] / "models"
+
+
+def shipped(*parts: str) -> Path:
+    """Path of a shipped model directory; a clear error when it is not there."""
+    path = models_dir().joinpath(*parts)
+    if not path.is_dir():
+        raise ValueError(
+            f"no shipped model at {path}: pass a model directory explicitly, or set SPECVIDEO_MODELS "
+            "to the folder that holds models/"
+        )
+    return path

@@ -1,0 +1,1 @@
+"""Recipes that produced every file under models/ (run them with `specvideo train ...`)."""

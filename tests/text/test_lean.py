@@ -1,0 +1,53 @@
+"""The lean Llama drafter: same logits as transformers, and exact generation through it."""
+
+import pytest
+import torch
+
+from specvideo.text import SpeculativeGenerator
+from specvideo.text.lean import LeanLlama
+from specvideo.text.state import CausalLMState
+from tests.helpers import perturbed_copy, random_prompts, tiny_llama
+
+
+def test_logits_match_transformers_over_a_ragged_batch_with_rollback():
+    model = tiny_llama(64, seed=0)
+    lean = LeanLlama(model)
+    prompts = random_prompts(3, 64, seed=1, min_len=2, max_len=9)
+    width = max(map(len, prompts))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    hf, fast = CausalLMState(model, ids, mask), CausalLMState(lean, ids, mask)
+    torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
+    for step in range(6):
+        extra = torch.randint(3, 64, (3, 3), generator=torch.Generator().manual_seed(step))
+        for state in (hf, fast):
+            state.mark_round()
+        torch.testing.assert_close(
+            fast.forward(extra, num_logits=3), hf.forward(extra, num_logits=3), atol=1e-4, rtol=1e-4
+        )
+        keep = torch.tensor([1, 3, 2])  # rows keep different numbers of the new slots
+        for state in (hf, fast):
+            state.rollback(keep)
+            state.push(torch.tensor([[5], [6], [7]]))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_generation_through_the_lean_drafter(temperature):
+    target = tiny_llama(64, seed=0, logit_scale=8.0)
+    draft = perturbed_copy(target, noise=0.1)
+    model = SpeculativeGenerator(target, draft=draft, drafter="model", num_draft_tokens=4)
+    lean = SpeculativeGenerator(target, draft=draft, drafter="lean", num_draft_tokens=4)
+    prompts = random_prompts(4, 64, seed=5)
+    kwargs = dict(max_new_tokens=20, stop=None, temperature=temperature)
+    a = model.generate(prompts, generator=torch.Generator().manual_seed(0), **kwargs)
+    b = lean.generate(prompts, generator=torch.Generator().manual_seed(0), **kwargs)
+    assert a.token_ids == b.token_ids  # same weights, same draws: the same drafts and outputs
+    assert a.stats.accepted == b.stats.accepted > 0
+
+
+def test_lean_drafter_rejects_non_llama_drafts():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2, n_positions=64))
+    with pytest.raises(ValueError, match="lean drafter runs Llama-architecture drafts"):
+        LeanLlama(gpt2)
