@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="specvideo", description="Speculative generation of video frames and text.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_text(commands)
+    _add_bench(commands)
+    _add_train(commands)
     return parser
 
 
@@ -31,11 +33,19 @@ def _add_text(commands) -> None:
     d = TEXT_DEFAULTS
     p = commands.add_parser("text", help="speculative text generation with a target LM and a drafter")
     p.add_argument("prompt", help="the text to continue")
-    p.add_argument("--target", required=True, help="target model directory (or a cached Hub id)")
+    p.add_argument(
+        "--target", help="target model directory or cached Hub id (default: the shipped models/text pair)"
+    )
     drafting = p.add_mutually_exclusive_group()
     drafting.add_argument("--draft", help="draft model directory (same tokenizer as the target)")
+
     drafting.add_argument(
         "--ngram", action="store_true", help="draft by prompt lookup instead of a draft model"
+    )
+    p.add_argument(
+        "--drafter",
+        choices=["model", "lean"],
+        help="how to run the draft model (default: lean for the shipped pair)",
     )
     p.add_argument("--num-draft-tokens", "-k", type=int, default=d.num_draft_tokens, help="draft length k")
     p.add_argument("--schedule", default=d.schedule, choices=["constant", "heuristic", "confidence"])
@@ -54,15 +64,15 @@ def _run_text(args: argparse.Namespace) -> int:
 
     from specvideo.text import SpeculativeGenerator
 
-    drafter = "model" if args.draft else "ngram"
-    gen = SpeculativeGenerator.from_pretrained(
-        args.target,
-        args.draft,
-        drafter=drafter,
-        num_draft_tokens=args.num_draft_tokens,
-        schedule=args.schedule,
-        device=args.device,
-    )
+    kwargs = dict(num_draft_tokens=args.num_draft_tokens, schedule=args.schedule, device=args.device)
+    if args.ngram:
+        kwargs["drafter"] = "ngram"
+    elif args.drafter:
+        kwargs["drafter"] = args.drafter
+    elif args.target is not None:
+        kwargs["drafter"] = "model" if args.draft else "ngram"
+    draft = None if args.ngram else args.draft
+    gen = SpeculativeGenerator.from_pretrained(args.target, draft, **kwargs)
     if gen.tokenizer is None:
         raise UsageError(f"no tokenizer found in {args.target}: the CLI needs one to encode the prompt")
     generator = torch.Generator().manual_seed(args.seed)
@@ -91,6 +101,177 @@ def _run_text(args: argparse.Namespace) -> int:
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")
+    return 0
+
+
+def _add_bench(commands) -> None:
+    from specvideo.bench.text import BENCH_TEXT_DEFAULTS as d
+    from specvideo.bench.text import FAMILIES
+
+    p = commands.add_parser("bench", help="side-by-side benchmarks (results in docs/BENCHMARKS.md)")
+    kinds = p.add_subparsers(dest="bench", metavar="KIND", required=True, parser_class=_Parser)
+    t = kinds.add_parser(
+        "text",
+        help="our speculative text generation against transformers generate(), on the same prompts",
+        description="Every method on the same prompts in one process; medians over prompts and ratios.",
+    )
+    t.add_argument(
+        "--prompts",
+        metavar="FILE.jsonl",
+        default=d.prompts,
+        help='JSONL file of {"prompt": ...} lines (default: held-out stdlib functions)',
+    )
+    t.add_argument("--num-prompts", metavar="N", type=int, default=d.num_prompts, help="number of prompts")
+    t.add_argument(
+        "--max-new-tokens",
+        metavar="N",
+        type=int,
+        default=d.max_new_tokens,
+        help="tokens generated per prompt",
+    )
+    t.add_argument(
+        "--target", metavar="DIR", default=d.target, help="target model directory (with its tokenizer)"
+    )
+    t.add_argument("--draft", metavar="DIR", default=d.draft, help="draft model directory (same tokenizer)")
+    t.add_argument(
+        "--drafter",
+        metavar="NAMES",
+        type=_names,
+        default=d.drafters,
+        help="our model-drafter variant(s), comma-separated",
+    )
+    t.add_argument(
+        "--methods",
+        metavar="LIST",
+        type=_names,
+        default=d.methods,
+        help=f"comma-separated subset of {','.join(FAMILIES)}",
+    )
+    t.add_argument(
+        "--schedules",
+        metavar="LIST",
+        type=_names,
+        default=d.schedules,
+        help="draft-length schedules to sweep",
+    )
+    t.add_argument(
+        "--k-values",
+        metavar="LIST",
+        type=_ints,
+        default=d.ks,
+        help="draft lengths k to sweep, comma-separated",
+    )
+    t.add_argument(
+        "--lookup-k", metavar="K", type=int, default=d.lookup_k, help="k of both prompt-lookup methods"
+    )
+    t.add_argument("--seed", type=int, default=d.seed)
+    t.add_argument("--device", default=d.device, help="cpu, cuda, cuda:1, ...")
+    report = t.add_mutually_exclusive_group()
+    report.add_argument(
+        "--report", metavar="FILE.md", default=d.report, help="markdown report to write the Text section of"
+    )
+    report.add_argument("--no-report", action="store_true", help="write no report or plot")
+    t.add_argument("--json", action="store_true", help="print every result as JSON instead of tables")
+    t.set_defaults(run=_run_bench_text)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in _names(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def _run_bench_text(args: argparse.Namespace) -> int:
+    import shlex
+
+    from specvideo.bench.text import BenchTextConfig, format_targets, run_benchmark, to_markdown, write_report
+
+    config = BenchTextConfig(
+        target=args.target,
+        draft=args.draft,
+        prompts=args.prompts,
+        num_prompts=args.num_prompts,
+        max_new_tokens=args.max_new_tokens,
+        drafters=args.drafter,
+        schedules=args.schedules,
+        ks=args.k_values,
+        lookup_k=args.lookup_k,
+        methods=args.methods,
+        seed=args.seed,
+        device=args.device,
+        report=args.report,
+    )
+    results = run_benchmark(config, progress=True)
+    # Every setting spelled out, so the command reproduces the run whatever the defaults become.
+    argv = ["specvideo", "bench", "text"]
+    if config.prompts is not None:
+        argv += ["--prompts", config.prompts]
+    argv += ["--num-prompts", str(config.num_prompts), "--max-new-tokens", str(config.max_new_tokens)]
+    argv += ["--target", config.target, "--draft", config.draft, "--drafter", ",".join(config.drafters)]
+    argv += ["--methods", ",".join(config.methods), "--schedules", ",".join(config.schedules)]
+    argv += ["--k-values", ",".join(map(str, config.ks)), "--lookup-k", str(config.lookup_k)]
+    argv += ["--seed", str(config.seed), "--device", config.device]
+    written = None if args.no_report else write_report(results, shlex.join(argv), args.report)
+    if args.json:
+        print(
+            json.dumps({**results.to_dict(), "command": shlex.join(argv), "report": written and str(written)})
+        )
+        return 0
+    print(to_markdown(results))
+    print("Targets:")
+    print(format_targets(results))
+    if written is not None:
+        print(f"\nreport written to {written}", file=sys.stderr)
+    return 0
+
+
+def _add_train(commands) -> None:
+    from specvideo.training.text import TrainConfig
+
+    d = TrainConfig()
+    p = commands.add_parser("train", help="the recipes that produced the shipped weights")
+    kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
+    t = kinds.add_parser("text", help="tokenizer, target and distilled draft for code completion")
+    t.add_argument("--stage", default="all", choices=["all", "tokenizer", "sizes", "target", "draft"])
+    t.add_argument("--out", default=d.out, help="where the models are saved")
+    t.add_argument("--work", default=d.work, help="checkpoints, logs and token caches (resumable)")
+    t.add_argument(
+        "--target-size",
+        choices=["s", "m", "l"],
+        default=d.target_size,
+        help="default: the sizes-stage winner",
+    )
+    t.add_argument("--size-steps", type=int, default=d.size_steps)
+    t.add_argument("--target-minutes", type=float, default=d.target_minutes)
+    t.add_argument("--draft-minutes", type=float, default=d.draft_minutes)
+    t.add_argument("--device", default=d.device)
+    t.add_argument("--seed", type=int, default=d.seed)
+    t.set_defaults(run=_run_train_text)
+
+
+def _run_train_text(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.training.text import TrainConfig, run
+
+    cfg = replace(
+        TrainConfig(),
+        out=args.out,
+        work=args.work,
+        target_size=args.target_size,
+        size_steps=args.size_steps,
+        target_minutes=args.target_minutes,
+        draft_minutes=args.draft_minutes,
+        device=args.device,
+        seed=args.seed,
+    )
+    info = run(args.stage, cfg)
+    print(json.dumps({k: v for k, v in info.items() if k != "config"}, indent=2))
     return 0
 
 

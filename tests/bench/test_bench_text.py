@@ -1,0 +1,255 @@
+"""The side-by-side text benchmark on tiny random models saved to a temporary directory."""
+
+import json
+
+import pytest
+import torch
+
+from specvideo.bench.text import (
+    FAMILIES,
+    BenchTextConfig,
+    _replace_section,
+    check_targets,
+    heldout_prompts,
+    load_prompts_jsonl,
+    plot_speedup_vs_k,
+    run_benchmark,
+    to_markdown,
+    write_report,
+)
+from specvideo.cli import main
+from specvideo.training.corpus import corpus_files, stdlib_root
+from tests.helpers import perturbed_copy, save_model_dir, tiny_tokenizer
+
+NEW = 8
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny matmuls on a busy machine: several threads only fight over the cores (10x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bench")
+    tok = tiny_tokenizer(300)
+    target = save_model_dir(root / "target", len(tok), seed=0, tokenizer=tok, logit_scale=4.0)
+    perturbed_copy(target, noise=0.1).save_pretrained(root / "draft")  # a draft that mostly agrees
+    prompts = root / "prompts.jsonl"
+    prompts.write_text('{"prompt": "def quicksort(arr):"}\n\n{"prompt": "for i in range(10):"}\n')
+    return root
+
+
+def config(dirs, **kwargs):
+    base = dict(
+        target=str(dirs / "target"),
+        draft=str(dirs / "draft"),
+        prompts=str(dirs / "prompts.jsonl"),
+        max_new_tokens=NEW,
+    )
+    return BenchTextConfig(**{**base, **kwargs})
+
+
+@pytest.fixture(scope="module")
+def reduced(dirs):
+    cfg = config(
+        dirs,
+        methods=("hf-target", "ours-target", "hf-lookup", "ours-draft", "ours-ngram"),
+        schedules=("constant", "heuristic"),
+        ks=(2, 4),
+    )
+    return run_benchmark(cfg)
+
+
+def test_rows_have_every_field_and_equal_work(reduced):
+    names = [(r.method, r.temperature) for r in reduced.rows]
+    assert len(names) == len(set(names)) == 2 * (3 + 2 * 2 + 1)
+    for row in reduced.rows:
+        assert row.new_tokens == [NEW, NEW]  # every method generated exactly max_new_tokens
+        assert len(row.times_s) == 2 and all(t > 0 for t in row.times_s)
+        assert row.tokens_per_s > 0 and row.speedup_vs_hf > 0 and row.speedup_vs_loop > 0
+        assert row.target_calls >= 1 and row.tokens_per_target_call >= 1
+        if row.family.startswith("ours") and row.family != "ours-target":
+            assert 0 <= row.acceptance_rate <= 1
+        assert (row.exact_match is None) == (row.temperature != 0)
+    assert reduced.row("hf-target", 0.0).speedup_vs_hf == 1.0
+    json.dumps(reduced.to_dict())  # JSON-ready
+
+
+def test_greedy_ours_matches_hf_target_exactly(reduced):
+    ours = [r for r in reduced.rows if r.temperature == 0 and r.family.startswith("ours")]
+    assert len(ours) == 6 and all(r.exact_match == 1.0 for r in ours)
+    drafted = [r for r in ours if r.family == "ours-draft"]
+    assert any(r.acceptance_rate > 0 for r in drafted)  # drafts were really accepted, not all rejected
+    assert reduced.row("ours-target", 0.0).tokens_per_target_call == 1.0
+
+
+def test_markdown_plot_and_report(reduced, tmp_path):
+    table = to_markdown(reduced)
+    assert "### Greedy (temperature 0)" in table and "| ours-model-heuristic-k4 |" in table
+    plot = plot_speedup_vs_k(reduced, tmp_path / "plot.png")
+    assert plot.read_bytes().startswith(PNG_MAGIC)
+
+    report = tmp_path / "docs" / "BENCHMARKS.md"
+    report.parent.mkdir()
+    report.write_text("# Benchmarks\n\n## Text\n\nold numbers\n\n## Video\n\nkeep me\n")
+    write_report(reduced, "specvideo bench text --max-new-tokens 8", report)
+    text = report.read_text()
+    assert "old numbers" not in text and "## Video\n\nkeep me" in text and text.count("## Text") == 1
+    assert "specvideo bench text --max-new-tokens 8" in text and "![" in text
+    assert "(text_speedup_vs_k.png)" in text and "transformers" in text
+    assert (report.parent / "text_speedup_vs_k.png").read_bytes().startswith(PNG_MAGIC)
+    assert sorted(p.name for p in report.parent.iterdir()) == ["BENCHMARKS.md", "text_speedup_vs_k.png"]
+    checks = check_targets(reduced)
+    assert len(checks) == 5 and all(c.line() in text for c in checks)
+    assisted = next(c for c in checks if c.key == "greedy_vs_assisted")
+    assert assisted.value is None and assisted.reached is None and "not measured" in assisted.line()
+
+
+def test_full_method_list(dirs, tmp_path):
+    full = run_benchmark(config(dirs, max_new_tokens=4))
+    assert {r.family for r in full.rows} == set(FAMILIES)
+    assert len(full.rows) == 2 * (4 + 3 * 4 + 1)
+    assisted = full.row("hf-assisted", 0.0)
+    assert assisted.exact_match == 1.0 and assisted.acceptance_rate is None
+    assert all(r.exact_match == 1.0 for r in full.rows if r.temperature == 0 and r.family.startswith("ours"))
+    assert all(c.value is not None for c in check_targets(full))
+    write_report(full, "specvideo bench text", tmp_path / "BENCHMARKS.md")
+
+
+def test_second_drafter_adds_a_second_set_of_rows(dirs):
+    cfg = config(
+        dirs,
+        methods=("hf-target", "ours-draft"),
+        drafters=("model", "ngram", "model"),
+        schedules=("constant",),
+        ks=(2, 3),
+        temperatures=(0.0,),
+        max_new_tokens=4,
+    )
+    results = run_benchmark(cfg, prompts=["def f(x):"])
+    assert [r.method for r in results.rows] == [
+        "hf-target",
+        "ours-model-constant-k2",
+        "ours-model-constant-k3",
+        "ours-ngram-constant-k2",
+        "ours-ngram-constant-k3",
+    ]
+    assert all(r.exact_match == 1.0 for r in results.rows)
+    assert "| ours-ngram-constant-k3 |" in to_markdown(results)
+
+
+def test_heldout_prompts_come_from_heldout_functions():
+    prompts = heldout_prompts(24)
+    assert len(prompts) == 24 and len({p.text for p in prompts}) == 24
+    root = stdlib_root()
+    heldout = {f.relative_to(root).as_posix() for f in corpus_files("heldout")}
+    for p in prompts:
+        file, line = p.source.split(" ")[0].rsplit(":", 1)
+        assert file in heldout
+        source_lines = (root / file).read_text(encoding="utf-8").splitlines()
+        assert p.text.split("\n")[0] == source_lines[int(line) - 1].rstrip()  # the def line, indented
+        assert p.text.lstrip().startswith(("def ", "async def ")) and not p.text.endswith("\n")
+        assert p.text.count("\n") >= 2
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("", "no prompts in"),
+        ("\n  \n", "no prompts in"),
+        ('{"prompt": "ok"}\n{"prompt": \n', ":2: not valid JSON"),
+        ("[1, 2]\n", ':1: expected an object like {"prompt": "..."}'),
+        ('{"text": "x"}\n', ":1: expected an object"),
+        ('{"prompt": ""}\n', ':1: "prompt" must be a non-empty string'),
+        ('{"prompt": 3}\n', ':1: "prompt" must be a non-empty string'),
+    ],
+)
+def test_jsonl_loader_errors(tmp_path, content, message):
+    path = tmp_path / "p.jsonl"
+    path.write_text(content)
+    with pytest.raises(ValueError) as err:
+        load_prompts_jsonl(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+
+
+def test_jsonl_loader_reads_prompts_and_missing_file_is_oserror(dirs, tmp_path):
+    prompts = load_prompts_jsonl(dirs / "prompts.jsonl")
+    assert [p.text for p in prompts] == ["def quicksort(arr):", "for i in range(10):"]
+    assert prompts[1].source.endswith("prompts.jsonl:3")
+    with pytest.raises(OSError):
+        load_prompts_jsonl(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"methods": ("hf-target", "fast")}, "unknown method 'fast'"),
+        ({"schedules": ("linear",)}, "unknown schedule 'linear'"),
+        ({"ks": (0,)}, "k must be an integer >= 1"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
+        ({"temperatures": (-1.0,)}, "temperature must be a finite number >= 0"),
+    ],
+)
+def test_config_validation(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        BenchTextConfig(**kwargs)
+    assert message in str(err.value)
+
+
+def test_cli_bench_text_json(dirs, tmp_path, capsys):
+    report = tmp_path / "docs" / "BENCHMARKS.md"
+    argv = ["bench", "text", "--target", str(dirs / "target"), "--draft", str(dirs / "draft")]
+    argv += ["--prompts", str(dirs / "prompts.jsonl"), "--num-prompts", "1", "--max-new-tokens", "4"]
+    argv += ["--methods", "hf-target,ours-target,ours-draft", "--schedules", "constant", "--k-values", "2,3"]
+    code = main([*argv, "--report", str(report), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert [r["method"] for r in out["rows"] if r["temperature"] == 0] == [
+        "hf-target",
+        "ours-target",
+        "ours-model-constant-k2",
+        "ours-model-constant-k3",
+    ]
+    assert len(out["prompts"]) == 1 and out["command"].startswith("specvideo bench text --prompts ")
+    assert "--k-values 2,3" in out["command"] and out["report"] == str(report)
+    assert report.exists() and (report.parent / "text_speedup_vs_k.png").exists()
+    assert out["command"] in report.read_text()
+
+    assert main([*argv, "--no-report"]) == 0  # the plain table
+    assert "| ours-model-constant-k3 |" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--target", "/nonexistent/target"], "target model directory '/nonexistent/target' does not exist"),
+        (["--draft", "/nonexistent/draft"], "draft model directory '/nonexistent/draft' does not exist"),
+        (["--prompts", "BAD"], "not valid JSON"),
+        (["--prompts", "/nonexistent/p.jsonl"], "No such file or directory"),
+        (["--methods", "hf-target,turbo"], "unknown method 'turbo'"),
+        (["--drafter", "warp"], "unknown drafter 'warp'"),
+        (["--max-new-tokens", "300"], "exceeds the context length of 256 tokens"),
+    ],
+)
+def test_cli_bench_text_errors_are_one_line_and_exit_2(dirs, tmp_path, capsys, extra, message):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    extra = [str(bad) if e == "BAD" else e for e in extra]
+    argv = ["bench", "text", "--target", str(dirs / "target"), "--draft", str(dirs / "draft")]
+    argv += ["--prompts", str(dirs / "prompts.jsonl"), "--max-new-tokens", "2", "--no-report"]
+    code = main([*argv, *extra])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_replace_section_appends_when_missing():
+    doc = _replace_section("# Benchmarks\n\n## Video\n\nv\n", "## Text", "## Text\n\nt\n")
+    assert doc == "# Benchmarks\n\n## Video\n\nv\n\n## Text\n\nt\n"
+    assert _replace_section(doc, "## Text", "## Text\n\nu\n") == doc.replace("\nt\n", "\nu\n")
