@@ -17,7 +17,7 @@ from specvideo.core.types import Draft, SpecStats, Step, Verdict
 class Drafter(Protocol):
     calls: int
 
-    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool]) -> Draft: ...
+    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft: ...
 
     def commit(self, draft: Draft, verdict: Verdict) -> None: ...
 
@@ -53,7 +53,7 @@ def speculate(
         start = time.perf_counter()
         k = max(0, min(schedule.draft_length(), verifier.max_draft_length()))
         with stats.timer("draft"):
-            draft = drafter.propose(k, schedule.keep_drafting)
+            draft = drafter.propose(k, schedule.keep_drafting if schedule.uses_confidence else None)
         with stats.timer("verify"):
             verdict = accept(draft, verifier.verify(draft))
         with stats.timer("correct"):

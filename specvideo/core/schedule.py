@@ -1,7 +1,8 @@
 """Draft-length controllers: how many items k to propose next round.
 
 A schedule answers two questions: ``draft_length()`` before a round, and ``keep_drafting(confidence)``
-after each drafted item (only drafters that have a confidence ask it). ``update`` sees the verdict.
+after each drafted item (asked only when ``uses_confidence`` and only by drafters that have a
+confidence). ``update`` sees the verdict.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ class ConstantSchedule:
     """Always propose k items."""
 
     k: int
+    uses_confidence = False
 
     def __post_init__(self) -> None:
         _check_k(self.k)
@@ -44,6 +46,7 @@ class HeuristicSchedule:
     k: int
     k_min: int = 1
     k_max: int = 16
+    uses_confidence = False
 
     def __post_init__(self) -> None:
         _check_k(self.k)
@@ -74,6 +77,7 @@ class ConfidenceSchedule:
 
     k: int
     threshold: float = 0.4
+    uses_confidence = True
 
     def __post_init__(self) -> None:
         _check_k(self.k)

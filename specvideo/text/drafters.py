@@ -39,7 +39,7 @@ class ModelDrafter:
         self.state = CausalLMState(self.model, input_ids, attention_mask)
         self._fed = 0
 
-    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool]) -> Draft:
+    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         B, device = self.state.pending.shape[0], self.state.device
         if k == 0:
             return Draft(
@@ -51,10 +51,10 @@ class ModelDrafter:
         logits = self.state.forward()[:, -1]  # (B, V)
         tokens, qs = [], []
         for i in range(k):
-            token, q = self._draw(logits)  # (B,), (B, V)
+            token, q = self._draw(logits, confidence=keep_drafting is not None)  # (B,), (B, V) or None
             tokens.append(token)
             qs.append(q)
-            if i == k - 1 or not keep_drafting(q.max(dim=-1).values):
+            if i == k - 1 or (keep_drafting is not None and not keep_drafting(q.max(dim=-1).values)):
                 break
             logits = self.state.forward(token[:, None])[:, -1]  # (B, V)
         self.calls += len(tokens)
@@ -63,9 +63,9 @@ class ModelDrafter:
         q = None if self.sampling.greedy else torch.stack(qs, dim=1)  # (B, m, V)
         return Draft(items=items, lengths=torch.full((B,), items.shape[1], device=device), q=q)
 
-    def _draw(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _draw(self, logits: torch.Tensor, confidence: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         if self.sampling.greedy:
-            return logits.argmax(dim=-1), torch.softmax(logits, dim=-1)
+            return logits.argmax(dim=-1), torch.softmax(logits, dim=-1) if confidence else None
         q = to_probs(logits, self._warpers)  # (B, V)
         return sample_categorical(q, self.generator), q
 
@@ -107,7 +107,7 @@ class NGramDrafter:
         self.device = input_ids.device
         self.history = [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
 
-    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool]) -> Draft:
+    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         proposals = (
             [self.lookup(history, k) for history in self.history] if k > 0 else [[] for _ in self.history]
         )
@@ -143,7 +143,7 @@ class NullDrafter:
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.batch_size, self.device = input_ids.shape[0], input_ids.device
 
-    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool]) -> Draft:
+    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         B = self.batch_size
         return Draft(
             items=torch.zeros(B, 0, dtype=torch.long, device=self.device),

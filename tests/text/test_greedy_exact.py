@@ -27,9 +27,8 @@ def reference(target, prompt, new_tokens, eos=None):
         attention_mask=torch.ones_like(ids),
         do_sample=False,
         max_new_tokens=new_tokens,
-        eos_token_id=eos,
+        eos_token_id=eos if eos is not None else [],  # [] really disables EOS (None means the config's)
         pad_token_id=0,
-        **({} if eos is not None else {"min_new_tokens": new_tokens}),
     )
     return out[0, len(prompt) :].tolist()
 
