@@ -1,0 +1,122 @@
+"""The diffusion verifier: a conditional diffusers ``UNet2DModel`` and a diffusers scheduler.
+
+The UNet sees the noisy frame concatenated on channels with the P previous frames (the MCVD
+recipe), so ``in_channels == 3 * (P + 1)``. ``refine`` re-noises drafts to the timestep of strength
+s and takes m scheduler steps from there down to 0, batched over frames (m = 1 is one x0 estimate:
+one UNet pass verifies all k drafts). ``generate`` samples a frame from pure noise with N steps.
+The noise maths stay in the scheduler; this class only orchestrates and counts UNet evaluations.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from diffusers import DDIMScheduler, SchedulerMixin, UNet2DModel
+
+
+def default_scheduler(prediction_type: str = "sample") -> DDIMScheduler:
+    """DDIM with trailing spacing (the first step really starts from pure noise) and x0 clipping."""
+    return DDIMScheduler(
+        num_train_timesteps=1000,
+        beta_schedule="squaredcos_cap_v2",
+        prediction_type=prediction_type,
+        timestep_spacing="trailing",
+        clip_sample=True,
+        set_alpha_to_one=True,
+    )
+
+
+class DiffusionVerifier:
+    """Refines drafted frames and generates frames from noise, conditioned on the previous P frames.
+
+    Frames are (N, 3, H, W) in [-1, 1]; conditions are (N, 3P, H, W), oldest frame first.
+    ``unet_evals`` counts UNet evaluations (a batched call of N frames counts N).
+    """
+
+    def __init__(
+        self,
+        unet: UNet2DModel,
+        scheduler: SchedulerMixin | None = None,
+        num_context_frames: int | None = None,
+    ):
+        in_channels = unet.config.in_channels
+        if in_channels % 3 or in_channels < 6:
+            raise ValueError(
+                f"the verifier UNet needs in_channels = 3 * (P + 1) with P >= 1, got {in_channels}"
+            )
+        P = in_channels // 3 - 1
+        if num_context_frames is not None and num_context_frames != P:
+            raise ValueError(
+                f"num_context_frames={num_context_frames} does not match the UNet (in_channels={in_channels} means P={P})"
+            )
+        if unet.config.out_channels != 3:
+            raise ValueError(f"the verifier UNet must output 3 channels, got {unet.config.out_channels}")
+        self.unet = unet.eval()
+        self.scheduler = scheduler if scheduler is not None else default_scheduler()
+        self.num_context_frames = P
+        self.unet_evals = 0
+
+    @property
+    def resolution(self) -> tuple[int, int]:
+        size = self.unet.config.sample_size
+        return (size, size) if isinstance(size, int) else tuple(size)
+
+    @property
+    def device(self) -> torch.device:
+        return self.unet.device
+
+    @torch.inference_mode()
+    def refine(
+        self, cond: torch.Tensor, x: torch.Tensor, strength: float, num_refine_steps: int, noise: torch.Tensor
+    ) -> torch.Tensor:
+        """Re-noise x (N, 3, H, W) to t(strength) with ``noise`` and denoise it in m steps -> (N, 3, H, W)."""
+        timesteps = self._refine_timesteps(strength, num_refine_steps)
+        t0 = timesteps[:1].expand(x.shape[0]).to(x.device)  # (N,)
+        sample = self.scheduler.add_noise(x, noise, t0)  # (N, 3, H, W)
+        return self._denoise(cond, sample, timesteps, generator=None)
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        cond: torch.Tensor,
+        num_inference_steps: int,
+        noise: torch.Tensor,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Sample frames (N, 3, H, W) from pure ``noise`` with the full sampler."""
+        self.scheduler.set_timesteps(num_inference_steps, device=noise.device)
+        sample = noise * self.scheduler.init_noise_sigma  # (N, 3, H, W)
+        return self._denoise(cond, sample, self.scheduler.timesteps, generator)
+
+    def _denoise(self, cond, sample, timesteps, generator) -> torch.Tensor:
+        for t in timesteps:
+            model_input = self.scheduler.scale_model_input(sample, t)
+            model_input = torch.cat([model_input, cond], dim=1)  # (N, 3 (P + 1), H, W)
+            output = self.unet(model_input, t).sample  # (N, 3, H, W)
+            self.unet_evals += sample.shape[0]
+            kwargs = {"generator": generator} if _accepts(self.scheduler.step, "generator") else {}
+            sample = self.scheduler.step(output, t, sample, **kwargs).prev_sample
+        return sample.clamp(-1, 1)
+
+    def _refine_timesteps(self, strength: float, m: int) -> torch.Tensor:
+        """m timesteps from t(s) = s * (T - 1) down towards 0, the last step landing on x0."""
+        T = self.scheduler.config.num_train_timesteps
+        t_start = max(1, round(strength * (T - 1)))
+        if _accepts(self.scheduler.set_timesteps, "timesteps"):
+            ts = torch.linspace(t_start, 0, m + 1)[:-1].round().long().tolist()
+            self.scheduler.set_timesteps(timesteps=ts, device=self.device)
+            return self.scheduler.timesteps
+        # DDIM-style schedulers step from t to t - T // num_inference_steps: pick the count so that m
+        # steps of that stride span t_start .. 0, then set the timesteps themselves.
+        n = max(1, (T * m) // (t_start + 1))
+        self.scheduler.set_timesteps(n, device=self.device)
+        stride = T // n
+        self.scheduler.timesteps = torch.tensor(
+            [max(t_start - i * stride, 0) for i in range(m)], device=self.device
+        )
+        return self.scheduler.timesteps
+
+
+def _accepts(fn, name: str) -> bool:
+    return name in inspect.signature(fn).parameters

@@ -1,0 +1,186 @@
+"""The speculative video pipeline on a tiny random UNet built in the test."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from diffusers import UNet2DModel
+from PIL import Image
+
+from specvideo.video.drafters import CopyLastDrafter, LinearDrafter
+from specvideo.video.pipeline import SpeculativeVideoPipeline
+from specvideo.video.verifier import DiffusionVerifier
+
+P, SIZE, N = 2, 16, 4  # context frames, resolution, full-sampler steps
+
+
+def tiny_unet(seed: int = 0) -> UNet2DModel:
+    torch.manual_seed(seed)
+    return UNet2DModel(
+        sample_size=SIZE,
+        in_channels=3 * (P + 1),
+        out_channels=3,
+        block_out_channels=(8, 16),
+        layers_per_block=1,
+        down_block_types=("DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D"),
+        norm_num_groups=4,
+        add_attention=False,
+    ).eval()
+
+
+@pytest.fixture(scope="module")
+def pipe():
+    return SpeculativeVideoPipeline(DiffusionVerifier(tiny_unet()), LinearDrafter())
+
+
+def context_uint8(frames=3, h=SIZE, w=SIZE, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, (frames, h, w, 3), dtype=np.uint8)
+
+
+def run(pipe, seed=0, **kwargs):
+    kwargs.setdefault("num_inference_steps", N)
+    kwargs.setdefault("progress", False)
+    return pipe(context_uint8(), generator=torch.Generator().manual_seed(seed), **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["speculative", "target", "draft"])
+def test_output_shapes_for_every_mode(pipe, mode):
+    out = run(pipe, mode=mode, num_frames=5)
+    assert out.frames.shape == (5, SIZE, SIZE, 3) and out.frames.dtype == np.uint8
+    assert len(out.stats.frame_accepted) == 5 and len(out.drafts) == 5
+
+
+def test_input_forms_and_output_types(pipe):
+    frames = context_uint8(h=24, w=20)  # resized to the model's 16 x 16
+    as_list = pipe(
+        list(frames),
+        num_frames=3,
+        num_inference_steps=N,
+        generator=torch.Generator().manual_seed(1),
+        progress=False,
+    )
+    as_tensor = pipe(
+        torch.from_numpy(frames).permute(0, 3, 1, 2).float() / 127.5 - 1,
+        num_frames=3,
+        num_inference_steps=N,
+        generator=torch.Generator().manual_seed(1),
+        output_type="pt",
+        progress=False,
+    )
+    assert as_list.frames.shape == (3, SIZE, SIZE, 3)
+    assert as_tensor.frames.shape == (3, 3, SIZE, SIZE) and as_tensor.frames.min() >= -1
+    pil = run(pipe, num_frames=2, output_type="pil")
+    assert len(pil.frames) == 2 and isinstance(pil.frames[0], Image.Image)
+    back = pipe(
+        frames,
+        num_frames=2,
+        num_inference_steps=N,
+        generator=torch.Generator().manual_seed(1),
+        resize_to_input=True,
+        progress=False,
+    )
+    assert back.frames.shape == (2, 24, 20, 3)
+
+
+def test_same_generator_same_frames(pipe):
+    a, b = run(pipe, seed=3, num_frames=6), run(pipe, seed=3, num_frames=6)
+    np.testing.assert_array_equal(a.frames, b.frames)
+    assert not np.array_equal(a.frames, run(pipe, seed=4, num_frames=6).frames)
+
+
+def test_rejecting_every_draft_reproduces_target_mode(pipe):
+    target = run(pipe, mode="target", num_frames=6, output_type="pt")
+    spec = run(
+        pipe, threshold=math.inf, num_frames=6, num_draft_frames=3, schedule="constant", output_type="pt"
+    )
+    torch.testing.assert_close(spec.frames, target.frames, rtol=0, atol=0)
+    assert target.stats.unet_evals == 6 * N == target.stats.target_only_calls
+    assert spec.stats.accepted == 0 and not any(spec.stats.frame_accepted)
+    # the same full-sampler evaluations, plus one refinement pass per drafted frame
+    assert spec.stats.unet_evals == 6 * N + spec.stats.drafted * 1
+
+
+def test_accepting_every_draft_costs_only_the_refinement(pipe):
+    out = run(pipe, threshold=-math.inf, num_frames=7, num_refine_steps=2, num_draft_frames=3)
+    assert all(out.stats.frame_accepted)
+    assert out.stats.unet_evals == 7 * 2
+    assert out.stats.estimated_call_speedup == pytest.approx(N / 2)
+
+
+def test_draft_mode_costs_no_unet_evaluation():
+    pipe = SpeculativeVideoPipeline(DiffusionVerifier(tiny_unet()), CopyLastDrafter())
+    out = run(pipe, mode="draft", num_frames=4)
+    assert out.stats.unet_evals == 0
+    ctx = context_uint8()
+    assert all(np.array_equal(f, ctx[-1]) for f in out.frames)  # copy-last drafts, emitted as they are
+
+
+def test_threshold_splits_accepted_and_regenerated(pipe):
+    out = run(pipe, threshold=0.0, metric="ssim", num_frames=8, num_draft_frames=4, strength=0.5)
+    scores = [s for s in out.stats.frame_scores if s is not None]
+    assert scores and all(-1 <= s <= 1 for s in scores)
+    accepted = [a for a in out.stats.frame_accepted]
+    assert out.stats.accepted == sum(accepted)
+    assert out.stats.emitted == 8
+
+
+def test_callback_sees_every_round(pipe):
+    rounds = []
+    run(
+        pipe,
+        num_frames=5,
+        callback_on_step_end=lambda p, i, step, stats: rounds.append((i, len(step.emitted[0]))),
+    )
+    assert sum(n for _, n in rounds) == 5 and [i for i, _ in rounds] == list(range(len(rounds)))
+
+
+def test_save_and_load_round_trip(pipe, tmp_path):
+    pipe.save_pretrained(tmp_path / "pipe")
+    loaded = SpeculativeVideoPipeline.from_pretrained(tmp_path / "pipe")
+    assert loaded.drafter_name == "linear" and loaded.verifier.num_context_frames == P
+    np.testing.assert_array_equal(run(loaded, num_frames=4).frames, run(pipe, num_frames=4).frames)
+    assert SpeculativeVideoPipeline.from_pretrained(tmp_path / "pipe", drafter="copy").drafter_name == "copy"
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(num_frames=0), "num_frames must be an integer >= 1"),
+        (dict(num_draft_frames=0), "num_draft_frames must be an integer >= 1"),
+        (dict(threshold=float("nan")), "threshold must be a number"),
+        (dict(strength=0.0), r"strength must be in \(0, 1\]"),
+        (dict(strength=1.5), r"strength must be in \(0, 1\]"),
+        (dict(num_refine_steps=0), "num_refine_steps must be an integer >= 1"),
+        (dict(num_inference_steps=0), "num_inference_steps must be an integer >= 1"),
+        (dict(mode="fast"), "mode must be one of"),
+        (dict(metric="lpips"), "metric must be one of"),
+        (dict(output_type="gif"), "output_type must be one of"),
+    ],
+)
+def test_bad_parameters(pipe, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        run(pipe, **kwargs)
+
+
+def test_bad_context(pipe):
+    with pytest.raises(ValueError, match="conditions on 2 context frames, got 1"):
+        pipe(context_uint8(frames=1), progress=False)
+    with pytest.raises(ValueError, match=r"must be \(F, H, W, 3\) uint8"):
+        pipe(context_uint8().astype(np.float32), progress=False)
+    bad = torch.zeros(3, 3, SIZE, SIZE)
+    bad[0, 0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        pipe(bad, progress=False)
+
+
+def test_verifier_checks_the_unet():
+    with pytest.raises(ValueError, match="does not match the UNet"):
+        DiffusionVerifier(tiny_unet(), num_context_frames=3)
+
+
+def test_missing_pipeline_directory(tmp_path):
+    with pytest.raises(ValueError, match="not a specvideo pipeline directory"):
+        SpeculativeVideoPipeline.from_pretrained(tmp_path)
