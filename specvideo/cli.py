@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="specvideo", description="Speculative generation of video frames and text.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_text(commands)
+    _add_video(commands)
     _add_bench(commands)
     _add_train(commands)
     return parser
@@ -227,6 +228,81 @@ def _run_bench_text(args: argparse.Namespace) -> int:
     print(format_targets(results))
     if written is not None:
         print(f"\nreport written to {written}", file=sys.stderr)
+    return 0
+
+
+def _add_video(commands) -> None:
+    from specvideo.video.config import VIDEO_DEFAULTS as d
+
+    p = commands.add_parser("video", help="continue a video with speculative frame generation")
+    p.add_argument("input", help="video file whose last frames are the context")
+    p.add_argument("--out", required=True, help="output MP4 (H.264); written to a temp file, then renamed")
+    p.add_argument("--num-frames", type=int, default=d.num_frames)
+    p.add_argument("--mode", default=d.mode, choices=["speculative", "target", "draft"])
+    p.add_argument(
+        "--drafter", choices=["flow", "learned", "linear", "copy"], help="default: the model directory's"
+    )
+    p.add_argument("--num-draft-frames", "-k", type=int, default=d.num_draft_frames)
+    p.add_argument(
+        "--threshold", type=float, default=d.threshold, help="acceptance threshold tau on the metric"
+    )
+    p.add_argument("--metric", default=d.metric, choices=["ssim", "psnr"])
+    p.add_argument("--strength", type=float, default=d.strength, help="refinement strength s in (0, 1]")
+    p.add_argument("--refine-steps", type=int, default=d.num_refine_steps)
+    p.add_argument("--steps", type=int, default=d.num_inference_steps, help="full-sampler steps N")
+    p.add_argument("--schedule", default=d.schedule, choices=["constant", "heuristic"])
+    p.add_argument("--model", help="pipeline directory (default: the shipped models/video)")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--device", default=None)
+    p.add_argument(
+        "--side-by-side", help="also write context | draft | final (accepted green, regenerated red)"
+    )
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.set_defaults(run=_run_video)
+
+
+def _run_video(args: argparse.Namespace) -> int:
+    import torch
+
+    from specvideo.video.io import read_video, write_video
+    from specvideo.video.pipeline import SpeculativeVideoPipeline
+    from specvideo.video.sidebyside import side_by_side
+
+    pipe = SpeculativeVideoPipeline.from_pretrained(args.model, drafter=args.drafter, device=args.device)
+    clip = read_video(args.input)
+    P = pipe.verifier.num_context_frames
+    if clip.num_frames < P:
+        raise UsageError(f"{args.input} has {clip.num_frames} frame(s); the model needs {P} context frames")
+    context = clip.frames[-P:]
+    out = pipe(
+        context,
+        num_frames=args.num_frames,
+        mode=args.mode,
+        num_draft_frames=args.num_draft_frames,
+        threshold=args.threshold,
+        metric=args.metric,
+        strength=args.strength,
+        num_refine_steps=args.refine_steps,
+        num_inference_steps=args.steps,
+        schedule=args.schedule,
+        generator=torch.Generator().manual_seed(args.seed),
+        progress=not args.json,
+    )
+    write_video(out.frames, args.out, fps=clip.fps)
+    if args.side_by_side:
+        write_video(
+            side_by_side(pipe._postprocess(pipe._prepare_context(context)[0][-1:], "np", None)[0], out),
+            args.side_by_side,
+            fps=clip.fps,
+        )
+    stats = out.stats
+    if args.json:
+        print(json.dumps({"out": args.out, "side_by_side": args.side_by_side, "stats": stats.to_dict()}))
+    else:
+        print(
+            f"wrote {args.out}: {len(out.frames)} frames, {stats.accepted}/{stats.drafted} drafts accepted, "
+            f"{stats.unet_evals} UNet evaluations (target-only: {stats.target_only_calls})"
+        )
     return 0
 
 

@@ -184,3 +184,56 @@ def test_verifier_checks_the_unet():
 def test_missing_pipeline_directory(tmp_path):
     with pytest.raises(ValueError, match="not a specvideo pipeline directory"):
         SpeculativeVideoPipeline.from_pretrained(tmp_path)
+
+
+def test_cli_video_end_to_end(pipe, tmp_path, capsys):
+    import json
+
+    from specvideo.cli import main
+    from specvideo.video.io import probe_video, read_video, write_video
+
+    pipe.save_pretrained(tmp_path / "model")
+    src = tmp_path / "in.mp4"
+    write_video(context_uint8(frames=5, h=32, w=48), src, fps=10)
+    out, sbs = tmp_path / "out.mp4", tmp_path / "sbs.mp4"
+    argv = [
+        "video",
+        str(src),
+        "--out",
+        str(out),
+        "--model",
+        str(tmp_path / "model"),
+        "--num-frames",
+        "5",
+        "--steps",
+        "3",
+        "--threshold",
+        "0.2",
+        "--side-by-side",
+        str(sbs),
+        "--json",
+    ]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["stats"]["emitted"] == 5
+    assert read_video(out).frames.shape == (5, SIZE, SIZE, 3)
+    assert read_video(sbs).frames.shape == (5, SIZE, 3 * SIZE, 3)
+    assert probe_video(out).codec == "h264"
+
+
+def test_cli_video_errors_leave_no_output(pipe, tmp_path, capsys):
+    from specvideo.cli import main
+
+    pipe.save_pretrained(tmp_path / "model")
+    fake = tmp_path / "fake.mp4"
+    fake.write_text("not a video")
+    out = tmp_path / "out.mp4"
+    out.write_bytes(b"keep me")
+    code = main(["video", str(fake), "--out", str(out), "--model", str(tmp_path / "model")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "fake.mp4" in err
+    assert out.read_bytes() == b"keep me"
+    code = main(
+        ["video", str(fake), "--out", str(out), "--model", str(tmp_path / "model"), "--strength", "0"]
+    )
+    assert code == 2 and out.read_bytes() == b"keep me"
