@@ -378,6 +378,10 @@ def _quiet_libraries() -> None:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    from diffusers.utils import logging as diffusers_logging
+
+    diffusers_logging.set_verbosity_error()
+    diffusers_logging.disable_progress_bar()
 
 
 def _one_line(err: BaseException) -> str:

@@ -58,9 +58,9 @@ class TrainConfig:
     warmup: int = 100
     weight_decay: float = 0.1
     target_size: str | None = None  # None: the size that won the "sizes" stage
-    size_steps: int = 60  # per size in the comparison (equal tokens for every size)
+    size_steps: int = 200  # per size in the comparison (equal tokens for every size)
     sizes: tuple[str, ...] = ("s", "m")
-    target_minutes: float = 50.0
+    target_minutes: float = 45.0
     draft_minutes: float = 12.0
     draft_lr: float = 3e-3
     eval_windows: int = 64
