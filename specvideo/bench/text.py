@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from specvideo.text.state import context_length
@@ -407,12 +408,40 @@ def run_benchmark(
         _aggregate(method, temperature, records) for temperature in config.temperatures for method in methods
     ]
     settings = {
+        "decode_ms": decode_costs(target, draft, prompt_ids[0]) if draft is not None else None,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "num_prompts": len(bench_prompts),
         "prompt_tokens": [int(ids.shape[1]) for ids in prompt_ids],
         "hf_assisted": _assistant_settings(draft) if "hf-assisted" in config.methods else None,
     }
     return BenchResults(rows=rows, prompts=bench_prompts, settings=settings, machine=machine_info(device))
+
+
+def decode_costs(target, draft, prompt: torch.Tensor, tokens: int = 64, repeats: int = 3) -> dict[str, float]:
+    """Median wall time (ms) of one single-token decode step, after the prompt, for the target and
+    for the draft run by transformers and by LeanLlama (Llama drafts only)."""
+    from specvideo.text.lean import LeanLlama
+    from specvideo.text.state import CausalLMState
+
+    models = {"target": target, "draft": draft}
+    if getattr(draft.config, "model_type", None) == "llama":
+        models["draft_lean"] = LeanLlama(draft)
+    costs = {}
+    for name, model in models.items():
+        samples = []
+        for _ in range(repeats):
+            state = CausalLMState(model, prompt, torch.ones_like(prompt))
+            state.forward()
+            token = prompt[:, -1:]
+            start = time.perf_counter()
+            for _ in range(tokens):
+                state.forward(token)
+            samples.append((time.perf_counter() - start) / tokens * 1e3)
+        costs[name] = float(np.median(samples))
+    for name in ("draft", "draft_lean"):
+        if name in costs:
+            costs[f"{name}_over_target"] = costs[name] / costs["target"]
+    return costs
 
 
 def _new_record() -> dict[str, list]:
@@ -839,6 +868,17 @@ def _text_section(results: BenchResults, command: str, plot_link: str) -> str:
         f"- Prompt lookup: k = {s['lookup_k']} for both HF (`prompt_lookup_num_tokens`, its default "
         "`max_matching_ngram_size`) and ours (n-gram drafter, constant schedule).",
     ]
+    decode = s.get("decode_ms")
+    if decode:
+        lean = (
+            f", lean draft {decode['draft_lean']:.2f} ms ({decode['draft_lean_over_target']:.3f} of the target)"
+            if "draft_lean" in decode
+            else ""
+        )
+        notes.append(
+            f"- Decode cost per token (batch 1, median of 3 x 64 steps): target {decode['target']:.2f} ms, "
+            f"transformers draft {decode['draft']:.2f} ms ({decode['draft_over_target']:.3f} of the target){lean}."
+        )
     if assisted:
         notes.append(
             "- HF assisted: the draft's generation config: "
