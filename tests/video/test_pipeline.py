@@ -237,3 +237,20 @@ def test_cli_video_errors_leave_no_output(pipe, tmp_path, capsys):
         ["video", str(fake), "--out", str(out), "--model", str(tmp_path / "model"), "--strength", "0"]
     )
     assert code == 2 and out.read_bytes() == b"keep me"
+
+
+@pytest.mark.parametrize("name", ["DDPMScheduler", "EulerDiscreteScheduler", "DPMSolverMultistepScheduler"])
+def test_other_diffusers_schedulers_via_from_config(name):
+    import diffusers
+
+    from specvideo.video.verifier import default_scheduler
+
+    scheduler = getattr(diffusers, name).from_config(default_scheduler("epsilon").config)
+    verifier = DiffusionVerifier(tiny_unet(), scheduler)
+    cond = torch.zeros(2, 3 * P, SIZE, SIZE)
+    noise = torch.randn(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
+    refined = verifier.refine(cond, torch.zeros(2, 3, SIZE, SIZE), strength=0.8, num_refine_steps=2, noise=noise)
+    generated = verifier.generate(cond, 3, noise, generator=torch.Generator().manual_seed(1))
+    assert refined.shape == generated.shape == (2, 3, SIZE, SIZE)
+    assert torch.isfinite(refined).all() and torch.isfinite(generated).all()
+    assert verifier.unet_evals == 2 * 2 + 2 * 3
