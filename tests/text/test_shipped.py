@@ -1,0 +1,28 @@
+"""The shipped pair under models/text loads offline and decodes exactly (a few tokens, CPU)."""
+
+import json
+
+import torch
+
+from specvideo.cli import main
+from specvideo.text import SpeculativeGenerator
+
+
+def test_default_from_pretrained_loads_the_shipped_pair_and_is_exact():
+    gen = SpeculativeGenerator.from_pretrained()
+    assert gen.target is not None and gen.draft is not None and gen.tokenizer is not None
+    assert gen.drafter_name == "lean"
+    prompt = "def quicksort(arr):\n"
+    out = gen.generate(prompt, max_new_tokens=24, stop=None)
+    ids = torch.tensor([gen.tokenizer(prompt)["input_ids"]])
+    reference = gen.target.generate(
+        ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=24, eos_token_id=[]
+    )[0, ids.shape[1] :].tolist()
+    assert out.token_ids == reference
+    assert out.stats.accepted > 0
+
+
+def test_cli_text_runs_with_no_model_flags(capsys):
+    assert main(["text", "def quicksort(arr):", "--max-new-tokens", "16", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["stats"]["emitted"] >= 1 and isinstance(report["text"], str)
