@@ -89,6 +89,7 @@ class SpeculativeGenerator:
         if self.draft is not None:
             _check_vocab(self.target, self.draft)
         self.tokenizer = tokenizer
+        self._lean = LeanLlama(self.draft) if drafter == "lean" else None  # built once, reused by every call
         self.drafter_name = drafter
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
@@ -193,7 +194,6 @@ class SpeculativeGenerator:
         if self.drafter_name == "model":
             return ModelDrafter(self.draft, sampling, generator)
         if self.drafter_name == "lean":
-            self._lean = getattr(self, "_lean", None) or LeanLlama(self.draft)
             return ModelDrafter(self._lean, sampling, generator)
         if self.drafter_name == "ngram":
             return NGramDrafter(self.max_ngram)

@@ -129,19 +129,14 @@ class SpeculativeVideoPipeline:
         tau = -math.inf if mode == "draft" else threshold
         k = num_frames if mode == "draft" else num_draft_frames
         rule = make_schedule("constant" if mode == "draft" else schedule, k)
-        evals_before = self.verifier.unet_evals
-        self.verifier.unet_evals = 0
-        try:
-            bar = tqdm(total=num_frames, desc=f"specvideo {mode}", disable=not progress, leave=False)
-            for step in speculate(
-                drafter, verifier, lambda d, s: threshold_accept(s, tau, d.lengths), rule, stats
-            ):
-                bar.update(len(step.emitted[0]))
-                if callback_on_step_end is not None:
-                    callback_on_step_end(self, step.round, step, stats)
-            bar.close()
-        finally:
-            self.verifier.unet_evals += evals_before
+        bar = tqdm(total=num_frames, desc=f"specvideo {mode}", disable=not progress, leave=False)
+        for step in speculate(
+            drafter, verifier, lambda d, s: threshold_accept(s, tau, d.lengths), rule, stats
+        ):
+            bar.update(len(step.emitted[0]))
+            if callback_on_step_end is not None:
+                callback_on_step_end(self, step.round, step, stats)
+        bar.close()
         frames = torch.stack(history.frames[history.num_context :])  # (F, 3, H, W)
         drafts = [
             self._postprocess(d[None], output_type, input_size if resize_to_input else None)[0]

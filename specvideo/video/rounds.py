@@ -122,11 +122,12 @@ class VideoVerifier:
             stats,
         )
         self.active = torch.tensor([True])
-        self.drafts: list[torch.Tensor | None] = []  # the draft behind every emitted frame
+        self.drafts: list[torch.Tensor | None] = []
+        self._evals_at_start = verifier.unet_evals  # the draft behind every emitted frame
 
     @property
     def calls(self) -> int:
-        return self.verifier.unet_evals
+        return self.verifier.unet_evals - self._evals_at_start  # this call's UNet evaluations
 
     @property
     def target_only_calls(self) -> int:

@@ -56,6 +56,7 @@ class DiffusionVerifier:
         self.scheduler = scheduler if scheduler is not None else default_scheduler()
         self.num_context_frames = P
         self.unet_evals = 0
+        self._step_takes_generator = _accepts(self.scheduler.step, "generator")
 
     @property
     def resolution(self) -> tuple[int, int]:
@@ -95,7 +96,7 @@ class DiffusionVerifier:
             model_input = torch.cat([model_input, cond], dim=1)  # (N, 3 (P + 1), H, W)
             output = self.unet(model_input, t).sample  # (N, 3, H, W)
             self.unet_evals += sample.shape[0]
-            kwargs = {"generator": generator} if _accepts(self.scheduler.step, "generator") else {}
+            kwargs = {"generator": generator} if self._step_takes_generator else {}
             sample = self.scheduler.step(output, t, sample, **kwargs).prev_sample
         return sample.clamp(-1, 1)
 
