@@ -134,7 +134,8 @@ class SpeculativeGenerator:
     ) -> TextOutput:
         """Generate up to ``max_new_tokens`` for a prompt or a batch of prompts.
 
-        prompt: str, list of str, list of token-id lists, or a (B, T) tensor of token ids.
+        prompt: str (or UTF-8 bytes), list of str, list of token-id lists, or a (B, T) tensor of
+        token ids. max_new_tokens=0 generates nothing (an empty output); a negative value is an error.
         stop: "eos" (the target's end-of-sequence ids), None (exactly max_new_tokens), or token ids.
         """
         run = self._prepare(prompt, max_new_tokens, temperature, top_k, top_p, generator, stop)
@@ -145,11 +146,14 @@ class SpeculativeGenerator:
     def stream(self, prompt, **kwargs) -> Iterator[str | list[str]]:
         """Like ``generate`` but yields decoded text pieces as tokens are accepted.
 
-        A single prompt yields str pieces; a batch yields a list with one piece per row.
+        A single prompt yields str pieces; a batch yields a list with one piece per row. The
+        prompt and settings are checked here, before the first piece is asked for.
         """
         if self.tokenizer is None:
             raise ValueError("stream() decodes text and needs a tokenizer")
-        run = self._prepare(prompt, **kwargs)
+        return self._stream(self._prepare(prompt, **kwargs))
+
+    def _stream(self, run: _Run) -> Iterator[str | list[str]]:
         decoded = [""] * run.prompt.batch_size
         for _ in run.steps():
             pieces = []
@@ -261,14 +265,23 @@ def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedM
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     except Exception as err:  # transformers raises OSError, ValueError, safetensors errors, ...
         where = "model directory" if local else "model directory or cached Hub model"
-        raise ValueError(f"cannot load a causal LM from {where} {path!r}: {_first_line(err)}") from err
+        reason = _first_line(err)
+        if "ignore_mismatched_sizes" in reason:  # transformers points at a report it logged
+            reason = "the weights' shapes do not match config.json (a wrong or edited config?)"
+        raise ValueError(f"cannot load a causal LM from {where} {path!r}: {reason}") from err
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
 
 
 def _load_tokenizer(path: str):
+    """The tokenizer in ``path``; None when there is none (token-id prompts still work)."""
     try:
         return AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except Exception:
-        return None  # token-id prompts still work
+    except Exception as err:
+        if any(os.path.isfile(os.path.join(path, name)) for name in TOKENIZER_FILES):
+            raise ValueError(f"cannot load the tokenizer in {path!r}: {_first_line(err)}") from err
+        return None
 
 
 def _first_line(err: Exception) -> str:

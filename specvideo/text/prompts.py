@@ -52,10 +52,10 @@ def _token_rows(prompt, tokenizer) -> tuple[list[list[int]], bool]:
         if prompt.ndim == 2:
             return prompt.tolist(), True
         raise ValueError(f"a prompt tensor must have shape (B, T) or (T,), got {tuple(prompt.shape)}")
-    if isinstance(prompt, str):
+    if isinstance(prompt, (str, bytes)):
         return [_tokenize(prompt, tokenizer)], False
     if isinstance(prompt, (list, tuple)):
-        if all(isinstance(p, str) for p in prompt):
+        if all(isinstance(p, (str, bytes)) for p in prompt):
             return [_tokenize(p, tokenizer) for p in prompt], True
         if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt) and prompt:
             return [list(prompt)], False
@@ -66,9 +66,22 @@ def _token_rows(prompt, tokenizer) -> tuple[list[list[int]], bool]:
     )
 
 
-def _tokenize(text: str, tokenizer) -> list[int]:
+def _tokenize(text: str | bytes, tokenizer) -> list[int]:
     if tokenizer is None:
         raise ValueError("a text prompt needs a tokenizer: pass tokenizer=... or give token ids")
     if not text:
         raise ValueError("prompt is empty: give some text to continue")
-    return list(tokenizer(text)["input_ids"])
+    return list(tokenizer(_utf8_text(text))["input_ids"])
+
+
+def _utf8_text(text: str | bytes) -> str:
+    """bytes must be UTF-8; so must a str's bytes (Python hands over the undecodable bytes of a
+    command-line argument as lone surrogates, which ``surrogateescape`` turns back into bytes)."""
+    try:
+        raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
+        return raw.decode("utf-8")
+    except UnicodeError as err:
+        bad = err.object[err.start : err.end]
+        raise ValueError(
+            f"prompt is not valid UTF-8: {bad!r} at position {err.start} ({err.reason})"
+        ) from err

@@ -26,6 +26,7 @@ class VideoConfig:
     schedule: str = "heuristic"
     seed: int = 0
     fps: float = 8.0
+    max_input_side: int = 1024  # input video frames are downscaled to this longer side on decode
 
 
 VIDEO_DEFAULTS = VideoConfig()

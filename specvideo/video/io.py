@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import tempfile
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,22 +61,28 @@ class VideoInfo:
 
 
 def read_video(
-    path: str | os.PathLike, max_frames: int | None = None, start: int = 0, strict: bool = True
+    path: str | os.PathLike,
+    max_frames: int | None = None,
+    start: int = 0,
+    strict: bool = True,
+    max_side: int | None = None,
+    from_end: bool = False,
 ) -> VideoClip:
     """Decode up to ``max_frames`` frames starting at frame index ``start``.
 
-    Grayscale and RGBA sources come out as RGB. A frame rate that is missing, zero or not finite
-    falls back to ``DEFAULT_FPS``. Raises FileNotFoundError for a missing file and VideoReadError
-    (a ValueError) for anything that is not a decodable video, has no frames, or ends before
+    ``from_end`` keeps the *last* ``max_frames`` frames instead: the whole file is decoded but at
+    most ``max_frames`` frames are held, so memory stays bounded however long the video is.
+    ``max_side`` downscales (area filter, aspect kept) every frame whose longer side exceeds it as
+    it is decoded, so a huge resolution never accumulates in memory. Grayscale and RGBA sources
+    come out as RGB. A frame rate that is missing, zero or not finite falls back to
+    ``DEFAULT_FPS``. Raises FileNotFoundError for a missing file and VideoReadError (a
+    ValueError) for anything that is not a decodable video, has no frames, or ends before
     ``start``. With ``strict`` (the default) a file whose decoding stops before the frame count
     in its own metadata is an error too (a truncated download); ``strict=False`` returns the
     frames that decoded.
     """
     path = Path(path)
-    if start < 0:
-        raise ValueError(f"start must be >= 0, got {start}")
-    if max_frames is not None and max_frames < 1:
-        raise ValueError(f"max_frames must be >= 1 or None, got {max_frames}")
+    _check_read_args(start, max_frames, max_side)
     if not path.exists():
         raise FileNotFoundError(f"video file not found: {path}")
     if not path.is_file():
@@ -89,20 +96,29 @@ def read_video(
         fps = _valid_fps(capture.get(cv2.CAP_PROP_FPS))
         expected = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))  # 0 or less when unknown
         _skip(capture, start, path)
-        frames = _decode(capture, max_frames)
+        frames, decoded = _decode(capture, max_frames, max_side, from_end)
     finally:
         capture.release()
     if not frames and start:
         raise VideoReadError(f"{path}: start={start} is beyond the end of the video ({start} frames)")
     if not frames:
         raise VideoReadError(f"{path}: no decodable frames (empty, truncated or corrupt file)")
-    stopped_early = max_frames is None or len(frames) < max_frames
-    if strict and stopped_early and start + len(frames) < expected:
+    reached_end = from_end or max_frames is None or decoded < max_frames
+    if strict and reached_end and start + decoded < expected:
         raise VideoReadError(
-            f"{path}: decoding stopped after {start + len(frames)} of the {expected} frames its "
+            f"{path}: decoding stopped after {start + decoded} of the {expected} frames its "
             "metadata lists (truncated or corrupt file; strict=False returns what decoded)"
         )
     return VideoClip(frames=np.stack(frames), fps=fps)  # (F, H, W, 3)
+
+
+def _check_read_args(start: int, max_frames: int | None, max_side: int | None) -> None:
+    if start < 0:
+        raise ValueError(f"start must be >= 0, got {start}")
+    if max_frames is not None and max_frames < 1:
+        raise ValueError(f"max_frames must be >= 1 or None, got {max_frames}")
+    if max_side is not None and max_side < 1:
+        raise ValueError(f"max_side must be >= 1 or None, got {max_side}")
 
 
 def _valid_fps(fps: float) -> float:
@@ -116,14 +132,29 @@ def _skip(capture: cv2.VideoCapture, start: int, path: Path) -> None:
             raise VideoReadError(f"{path}: start={start} is beyond the end of the video ({skipped} frames)")
 
 
-def _decode(capture: cv2.VideoCapture, max_frames: int | None) -> list[np.ndarray]:
-    frames: list[np.ndarray] = []
-    while max_frames is None or len(frames) < max_frames:
+def _decode(
+    capture: cv2.VideoCapture, max_frames: int | None, max_side: int | None, from_end: bool
+) -> tuple[list[np.ndarray], int]:
+    """The frames kept (the first or, ``from_end``, the last ``max_frames``) and how many decoded."""
+    frames: deque[np.ndarray] = deque(maxlen=max_frames if from_end else None)
+    decoded = 0
+    while from_end or max_frames is None or decoded < max_frames:
         ok, frame = capture.read()
         if not ok or frame is None:
             break
-        frames.append(_to_rgb(frame))
-    return frames
+        frames.append(_to_rgb(_shrink(frame, max_side)))
+        decoded += 1
+    return list(frames), decoded
+
+
+def _shrink(frame: np.ndarray, max_side: int | None) -> np.ndarray:
+    """Downscale with the area filter, aspect kept, so that the longer side is at most ``max_side``."""
+    height, width = frame.shape[:2]
+    if max_side is None or max(height, width) <= max_side:
+        return frame
+    scale = max_side / max(height, width)
+    size = (max(1, round(width * scale)), max(1, round(height * scale)))  # OpenCV wants (W, H)
+    return cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
 
 
 def _to_rgb(frame: np.ndarray) -> np.ndarray:
