@@ -101,7 +101,8 @@ class SpeculativeVideoPipeline:
         """Generate ``num_frames`` frames after ``context_frames``.
 
         context_frames: list of H x W x 3 uint8 arrays, an (F, H, W, 3) uint8 array, or an
-        (F, 3, H, W) float tensor in [-1, 1]; resized to the model's resolution.
+        (F, 3, H, W) float tensor in [-1, 1]; resized to the model's resolution. Gray (H x W or one
+        channel) and RGBA (alpha dropped) uint8 frames become RGB; only the last P frames are used.
         mode: "speculative" (draft, verify, accept, correct), "target" (every frame by the full
         sampler) or "draft" (the drafter alone). ``callback_on_step_end(pipe, round, step, stats)``
         is called after every round.
@@ -151,12 +152,10 @@ class SpeculativeVideoPipeline:
         )
 
     def _prepare_context(self, context_frames) -> tuple[torch.Tensor, tuple[int, int]]:
-        x = _to_tensor(context_frames)  # (F, 3, h, w) in [-1, 1]
         P = self.verifier.num_context_frames
+        x = _to_tensor(context_frames, keep=P)  # (F, 3, h, w) in [-1, 1], F <= P
         if x.shape[0] < P:
             raise ValueError(f"the model conditions on {P} context frames, got {x.shape[0]}")
-        if not torch.isfinite(x).all():
-            raise ValueError("context frames contain NaN or infinite values")
         size = tuple(x.shape[-2:])
         H, W = self.verifier.resolution
         if size != (H, W):
@@ -179,8 +178,11 @@ class SpeculativeVideoPipeline:
 
     # ------------------------------------------------------------------ save / load
 
-    def save_pretrained(self, path: str | Path) -> None:
-        """Write unet/, scheduler/, drafter/ and model_index.json (to a temp dir, then renamed)."""
+    def save_pretrained(self, path: str | Path, default_drafter: str | None = None) -> None:
+        """Write unet/, scheduler/, drafter/ and model_index.json (to a temp dir, then renamed).
+
+        ``default_drafter`` names the drafter ``from_pretrained`` picks (default: this pipeline's);
+        a learned drafter's weights are saved either way."""
         path = Path(path)
         tmp = path.with_name(path.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -189,7 +191,9 @@ class SpeculativeVideoPipeline:
         (tmp / "drafter").mkdir()
         if isinstance(self.drafter, LearnedDrafter):
             self.drafter.save_pretrained(tmp / "drafter")
-        (tmp / "drafter" / "drafter.json").write_text(json.dumps({"name": self.drafter_name}))
+        (tmp / "drafter" / "drafter.json").write_text(
+            json.dumps({"name": default_drafter or self.drafter_name})
+        )
         index = {"_class_name": type(self).__name__, "num_context_frames": self.verifier.num_context_frames}
         (tmp / "model_index.json").write_text(json.dumps(index, indent=2))
         shutil.rmtree(path, ignore_errors=True)
@@ -203,36 +207,62 @@ class SpeculativeVideoPipeline:
         device: str | None = None,
     ) -> SpeculativeVideoPipeline:
         """Load a saved pipeline directory (default: the shipped models/video); ``drafter`` overrides
-        the saved one by name or instance."""
+        the saved one by name or instance. A missing or corrupt part raises one ValueError that
+        names the file or directory."""
         path = Path(path) if path is not None else shipped("video")
         if not (path / "model_index.json").is_file():
             raise ValueError(f"{path} is not a specvideo pipeline directory (no model_index.json)")
-        try:
-            unet = UNet2DModel.from_pretrained(path / "unet")
-            scheduler_config = json.loads((path / "scheduler" / "scheduler_config.json").read_text())
-            scheduler = getattr(diffusers, scheduler_config["_class_name"]).from_config(scheduler_config)
-        except Exception as err:
-            raise ValueError(
-                f"cannot load the video models from {path}: {str(err).splitlines()[0] if str(err) else type(err).__name__}"
-            ) from err
-        pipe = cls(DiffusionVerifier(unet, scheduler), _load_drafter(path / "drafter", drafter))
+        index = _load_part(path / "model_index.json", _read_json)
+        unet = _load_part(path / "unet", lambda p: UNet2DModel.from_pretrained(p, local_files_only=True))
+        scheduler = _load_part(path / "scheduler", _load_scheduler)
+        verifier = _load_part(  # the index's num_context_frames must match the UNet's channels
+            path / "model_index.json",
+            lambda p: DiffusionVerifier(unet, scheduler, index.get("num_context_frames")),
+        )
+        pipe = cls(verifier, _load_drafter(path / "drafter", drafter))
         return pipe.to(device) if device is not None else pipe
+
+
+def _load_part(path: Path, load):
+    """``load(path)``; any failure becomes one ValueError naming the file or directory."""
+    if not path.exists():
+        raise ValueError(f"cannot load {path}: it does not exist")
+    try:
+        return load(path)
+    except Exception as err:
+        raise ValueError(f"cannot load {path}: {_first_line(err)}") from err
+
+
+def _read_json(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _load_scheduler(path: Path):
+    config = _read_json(path / "scheduler_config.json")
+    name = config.get("_class_name")
+    if not isinstance(name, str) or not hasattr(diffusers, name):
+        raise ValueError(f"unknown scheduler class {name!r} in scheduler_config.json")
+    return getattr(diffusers, name).from_config(config)
 
 
 def _load_drafter(path: Path, drafter: str | FrameDrafter | None) -> FrameDrafter:
     if isinstance(drafter, FrameDrafter):
         return drafter
-    saved = (
-        json.loads((path / "drafter.json").read_text())["name"]
-        if (path / "drafter.json").is_file()
-        else D.drafter
-    )
-    name = drafter or saved
+    saved = path / "drafter.json"
+    name = drafter or (_load_part(saved, _read_json).get("name") if saved.is_file() else D.drafter)
     if name == "learned":
         if not (path / "config.json").is_file():
             raise ValueError(f"drafter 'learned' needs trained weights in {path}")
-        return LearnedDrafter.from_pretrained(path)
+        return _load_part(path, lambda p: LearnedDrafter.from_pretrained(p, local_files_only=True))
     return make_drafter(name)
+
+
+def _first_line(err: Exception) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else type(err).__name__
 
 
 def _drafter_name(drafter: FrameDrafter) -> str:
@@ -245,28 +275,44 @@ def _drafter_name(drafter: FrameDrafter) -> str:
     return names.get(type(drafter).__name__, type(drafter).__name__)
 
 
-def _to_tensor(frames) -> torch.Tensor:
-    """Any accepted context form -> (F, 3, H, W) float32 in [-1, 1]."""
+def _to_tensor(frames, keep: int) -> torch.Tensor:
+    """Any accepted context form -> its last ``keep`` frames, (F, 3, H, W) float32 in [-1, 1].
+
+    Only the frames the model conditions on are converted, so a long clip costs no extra memory.
+    """
     if isinstance(frames, torch.Tensor):
         if frames.ndim != 4 or frames.shape[1] != 3 or not frames.is_floating_point():
             raise ValueError(
                 f"a context tensor must be (F, 3, H, W) float in [-1, 1], got {tuple(frames.shape)} {frames.dtype}"
             )
-        return frames.float()
+        if not torch.isfinite(frames).all():  # every frame given, used or not: NaN means a bug upstream
+            raise ValueError("context frames contain NaN or infinite values")
+        return frames[-keep:].float()
     if isinstance(frames, (list, tuple)):
         if not frames:
             raise ValueError("no context frames given")
-        shapes = {np.asarray(f).shape for f in frames}
+        items = [np.asarray(f) for f in frames[-keep:]]
+        shapes = {f.shape for f in items}
         if len(shapes) != 1:
             raise ValueError(f"context frames differ in shape: {sorted(shapes)}")
-        frames = np.stack([np.asarray(f) for f in frames])
+        frames = np.stack([f[..., None] if f.ndim == 2 else f for f in items])  # 2-D items are gray
     if isinstance(frames, np.ndarray):
-        if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
-            raise ValueError(f"context frames must be (F, H, W, 3) uint8, got {frames.shape} {frames.dtype}")
-        return frames_to_tensor(frames)
+        return frames_to_tensor(_rgb_uint8(frames, keep))
     raise ValueError(
         f"context_frames must be a list of HxWx3 uint8 arrays, an (F, H, W, 3) array or an (F, 3, H, W) tensor, got {type(frames).__name__}"
     )
+
+
+def _rgb_uint8(frames: np.ndarray, keep: int) -> np.ndarray:
+    """The last ``keep`` of (F, H, W, C) uint8 frames, C = 1 (gray), 3 (RGB) or 4 (RGBA, alpha
+    dropped), as (F', H, W, 3)."""
+    if frames.ndim != 4 or frames.shape[-1] not in (1, 3, 4) or frames.dtype != np.uint8:
+        raise ValueError(
+            f"context frames must be (F, H, W, 3) uint8 RGB (or 1-channel gray / 4-channel RGBA), "
+            f"got {frames.shape} {frames.dtype}"
+        )
+    frames = frames[-keep:]
+    return np.repeat(frames, 3, axis=-1) if frames.shape[-1] == 1 else frames[..., :3]
 
 
 def _check_call(num_frames, mode, k, threshold, metric, strength, refine_steps, steps, output_type) -> None:

@@ -1,0 +1,336 @@
+"""Recipe for the shipped video models under models/video/ (`specvideo train video-*`).
+
+Stages (each resumable from <work>/<stage>/checkpoint.pt, each logging to <work>/<stage>/log.jsonl):
+  verifier  a conditional ``UNet2DModel`` (noisy frame + P context frames on channels), trained with
+            x0-prediction (``prediction_type="sample"``) and an EMA of its weights, on a mix of
+            procedural moving shapes and crops of the train split of the real sample videos
+  drafter   a ``FramePredictor`` trained on the same data, unrolled on its own outputs
+  export    EMA verifier + drafter -> a ``SpeculativeVideoPipeline`` directory (fp16 safetensors)
+Held-out synthetic seeds and the held-out 30% of the real videos are only ever evaluated on; every
+evaluation reports generation-from-noise quality against the copy and flow drafters (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from diffusers import UNet2DModel
+from diffusers.training_utils import EMAModel
+from einops import rearrange
+from tqdm import tqdm
+
+from specvideo.video.data import TRAIN_SEEDS, RealClips, heldout_real, heldout_synthetic, moving_shapes
+from specvideo.video.drafters import FlowDrafter, FramePredictor, LearnedDrafter
+from specvideo.video.io import frames_to_tensor
+from specvideo.video.metrics import ssim
+from specvideo.video.verifier import DiffusionVerifier, default_scheduler
+
+
+@dataclass(frozen=True)
+class VideoTrainConfig:
+    out: str = "models/video"
+    work: str = "runs/video"
+    size: int = 64
+    context_frames: int = 2  # P
+    channels: tuple[int, ...] = (32, 64, 128, 128)
+    layers_per_block: int = 1
+    batch_size: int = 16
+    real_fraction: float = 0.5
+    lr: float = 5e-4
+    warmup: int = 100
+    min_lr_ratio: float = 0.1
+    ema_decay: float = 0.999
+    verifier_steps: int = 2400
+    drafter_steps: int = 600
+    drafter_hidden: int = 32
+    drafter_unroll: int = 2
+    drafter_lr: float = 1e-3
+    max_minutes: float = 150.0  # per invocation; resume to continue
+    eval_every: int = 400
+    eval_sequences: int = 8
+    checkpoint_minutes: float = 5.0
+    seed: int = 0
+    device: str = "cpu"
+
+
+# ---------------------------------------------------------------- data
+
+
+class ClipBatches:
+    """Batches (B, F, 3, H, W) in [-1, 1]: synthetic sequences and real train-split crops, mixed."""
+
+    def __init__(self, cfg: VideoTrainConfig):
+        self.cfg = cfg
+        self.real = RealClips("train", cfg.size) if cfg.real_fraction > 0 else None
+
+    def sample(self, rng: np.random.Generator, num_frames: int) -> torch.Tensor:
+        clips = [self._one(rng, num_frames) for _ in range(self.cfg.batch_size)]
+        return torch.stack([frames_to_tensor(c) for c in clips])  # (B, F, 3, H, W)
+
+    def _one(self, rng: np.random.Generator, num_frames: int) -> np.ndarray:
+        if self.real is not None and rng.random() < self.cfg.real_fraction:
+            clip = self.real.sample(rng, num_frames)
+            if rng.random() < 0.5:
+                clip = clip[::-1]  # time reversal
+        else:
+            skip = int(rng.integers(0, 12))  # do not always start from the initial state
+            seed = int(rng.integers(TRAIN_SEEDS.start, TRAIN_SEEDS.stop))
+            clip = moving_shapes(seed, skip + num_frames, self.cfg.size)[skip:]
+        if rng.random() < 0.5:
+            clip = clip[:, :, ::-1]  # horizontal flip
+        return np.ascontiguousarray(clip)
+
+
+def heldout_clips(cfg: VideoTrainConfig, num_frames: int) -> torch.Tensor:
+    """The fixed evaluation clips: held-out synthetic seeds and held-out real crops, (N, F, 3, H, W)."""
+    n = cfg.eval_sequences
+    clips = heldout_synthetic(n, num_frames, cfg.size)
+    if cfg.real_fraction > 0:
+        clips += heldout_real(n, num_frames, cfg.size)
+    return torch.stack([frames_to_tensor(c) for c in clips])
+
+
+# ---------------------------------------------------------------- models
+
+
+def make_unet(cfg: VideoTrainConfig) -> UNet2DModel:
+    n = len(cfg.channels)
+    return UNet2DModel(
+        sample_size=cfg.size,
+        in_channels=3 * (cfg.context_frames + 1),
+        out_channels=3,
+        layers_per_block=cfg.layers_per_block,
+        block_out_channels=cfg.channels,
+        down_block_types=("DownBlock2D",) * (n - 1) + ("AttnDownBlock2D",),
+        up_block_types=("AttnUpBlock2D",) + ("UpBlock2D",) * (n - 1),
+        norm_num_groups=8,
+    )
+
+
+def make_predictor(cfg: VideoTrainConfig) -> FramePredictor:
+    return FramePredictor(context_frames=cfg.context_frames, hidden=cfg.drafter_hidden)
+
+
+def num_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# ---------------------------------------------------------------- losses and evaluation
+
+EVAL_TIMESTEPS = (100, 300, 500, 700, 900)
+
+
+def x0_loss(unet: UNet2DModel, scheduler, clips: torch.Tensor, t: torch.Tensor, noise: torch.Tensor):
+    """MSE of the x0 estimate of the last frame given the P frames before it. clips: (B, P+1, 3, H, W)."""
+    x0 = clips[:, -1]  # (B, 3, H, W)
+    cond = rearrange(clips[:, :-1], "b p c h w -> b (p c) h w")  # (B, 3P, H, W)
+    noisy = scheduler.add_noise(x0, noise, t)  # (B, 3, H, W)
+    pred = unet(torch.cat([noisy, cond], dim=1), t).sample  # (B, 3, H, W)
+    return F.mse_loss(pred, x0)
+
+
+@torch.inference_mode()
+def verifier_heldout_loss(unet: UNet2DModel, scheduler, clips: torch.Tensor) -> float:
+    """Mean x0 MSE over the held-out clips at fixed timesteps with fixed noise."""
+    g = torch.Generator().manual_seed(0)
+    noise = torch.randn(clips[:, -1].shape, generator=g).to(clips.device)
+    losses = [
+        x0_loss(unet, scheduler, clips, torch.full((len(clips),), t, device=clips.device), noise).item()
+        for t in EVAL_TIMESTEPS
+    ]
+    return float(np.mean(losses))
+
+
+@torch.inference_mode()
+def generation_ssim(unet: UNet2DModel, clips: torch.Tensor, steps: int = 25) -> dict:
+    """One frame from noise (DDIM, ``steps``) given true context, SSIM to the truth, against copying
+    the last frame and the flow drafter. clips: (N, P+1, 3, H, W)."""
+    verifier = DiffusionVerifier(unet, default_scheduler())
+    cond = rearrange(clips[:, :-1], "n p c h w -> n (p c) h w")
+    noise = torch.randn(clips[:, -1].shape, generator=torch.Generator().manual_seed(0)).to(clips.device)
+    truth = clips[:, -1]
+    generated = verifier.generate(cond, steps, noise)
+    flow = FlowDrafter().propose(clips[:, :-1].cpu(), 1)[:, 0].to(clips.device)
+    return {
+        "ssim_generated": ssim(generated, truth, data_range=2.0).mean().item(),
+        "ssim_copy": ssim(clips[:, -2], truth, data_range=2.0).mean().item(),
+        "ssim_flow": ssim(flow, truth, data_range=2.0).mean().item(),
+    }
+
+
+# ---------------------------------------------------------------- training loops
+
+
+def lr_at(step: int, total: int, cfg: VideoTrainConfig, peak: float) -> float:
+    if step < cfg.warmup:
+        return peak * (step + 1) / cfg.warmup
+    progress = min(1.0, (step - cfg.warmup) / max(1, total - cfg.warmup))
+    return peak * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+class Checkpointed:
+    """Resumable state of one stage: model, optimizer, EMA (optional), step, elapsed time, data RNG."""
+
+    def __init__(self, work: Path, model, opt, ema: EMAModel | None, seed: int):
+        self.path, self.model, self.opt, self.ema = work / "checkpoint.pt", model, opt, ema
+        self.step, self.elapsed = 0, 0.0
+        self.rng = np.random.default_rng(seed)
+        if self.path.exists():
+            saved = torch.load(self.path, weights_only=False)
+            model.load_state_dict(saved["model"])
+            opt.load_state_dict(saved["opt"])
+            if ema is not None:
+                ema.load_state_dict(saved["ema"])
+            self.step, self.elapsed = saved["step"], saved["elapsed"]
+            self.rng.bit_generator.state = saved["rng"]
+
+    def save(self) -> None:
+        state = {
+            "model": self.model.state_dict(),
+            "opt": self.opt.state_dict(),
+            "ema": self.ema.state_dict() if self.ema is not None else None,
+            "step": self.step,
+            "elapsed": self.elapsed,
+            "rng": self.rng.bit_generator.state,
+        }
+        torch.save(state, self.path.with_suffix(".tmp"))
+        self.path.with_suffix(".tmp").replace(self.path)
+
+
+def run_stage(name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: float, cfg, ema=None) -> dict:
+    """The shared loop: AdamW, warm-up + cosine LR, grad clip 1, EMA, eval, checkpoints, JSONL log."""
+    work = Path(cfg.work) / name
+    work.mkdir(parents=True, exist_ok=True)
+    model.to(cfg.device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=peak_lr, weight_decay=0.0)
+    state = Checkpointed(work, model, opt, ema, cfg.seed)
+    batches = ClipBatches(cfg)
+    log = (work / "log.jsonl").open("a")
+    start, last_ckpt = time.time() - state.elapsed, time.time()
+    session_start = time.time()
+    bar = tqdm(total=total_steps, initial=state.step, desc=name, mininterval=10)
+    record: dict = {}
+    while state.step < total_steps and (time.time() - session_start) / 60 < cfg.max_minutes:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(state.step, total_steps, cfg, peak_lr)
+        loss = loss_fn(model, batches, state.rng)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if ema is not None:
+            ema.step(model.parameters())
+        state.step += 1
+        state.elapsed = time.time() - start
+        bar.update(1)
+        record = {"step": state.step, "loss": round(loss.item(), 5), "minutes": round(state.elapsed / 60, 2)}
+        if state.step % cfg.eval_every == 0 or state.step == total_steps:
+            record.update(evaluate(model))
+            bar.set_postfix({k: v for k, v in record.items() if k.startswith("heldout")})
+            model.train()
+        if state.step % 10 == 0 or len(record) > 3:
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+        if time.time() - last_ckpt > cfg.checkpoint_minutes * 60 or state.step == total_steps:
+            state.save()
+            last_ckpt = time.time()
+    state.save()
+    bar.close()
+    return {"steps": state.step, "minutes": round(state.elapsed / 60, 2), **record}
+
+
+def train_verifier(cfg: VideoTrainConfig) -> dict:
+    torch.manual_seed(cfg.seed)
+    unet = make_unet(cfg)
+    scheduler = default_scheduler()
+    ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
+    P = cfg.context_frames
+    eval_clips = heldout_clips(cfg, P + 1).to(cfg.device)
+    T = scheduler.config.num_train_timesteps
+
+    def loss_fn(model, batches, rng):
+        clips = batches.sample(rng, P + 1).to(cfg.device)
+        t = torch.from_numpy(rng.integers(0, T, len(clips))).to(cfg.device)
+        noise = torch.from_numpy(rng.standard_normal(clips[:, -1].shape, dtype=np.float32)).to(cfg.device)
+        return x0_loss(model, scheduler, clips, t, noise)
+
+    def evaluate(model):
+        ema_unet = _ema_copy(model, ema)
+        n = cfg.eval_sequences
+        record = {"heldout_loss": round(verifier_heldout_loss(ema_unet, scheduler, eval_clips), 5)}
+        for name, clips in (("synthetic", eval_clips[:n]), ("real", eval_clips[n:])):
+            if len(clips):
+                record.update(
+                    {f"{name}_{k}": round(v, 4) for k, v in generation_ssim(ema_unet, clips).items()}
+                )
+        return record
+
+    result = run_stage("verifier", unet, loss_fn, evaluate, cfg.verifier_steps, cfg.lr, cfg, ema=ema)
+    _ema_copy(unet, ema).save_pretrained(Path(cfg.work) / "verifier" / "ema_unet")
+    return {"params": num_params(unet), **result}
+
+
+def train_drafter(cfg: VideoTrainConfig) -> dict:
+    torch.manual_seed(cfg.seed)
+    model = make_predictor(cfg)
+    P, u = cfg.context_frames, cfg.drafter_unroll
+    eval_clips = heldout_clips(cfg, P + u).to(cfg.device)
+
+    def unrolled_l1(model, clips):
+        """L1 of u autoregressive predictions against the truth. clips: (B, P+u, 3, H, W)."""
+        window, losses = clips[:, :P], []
+        for i in range(u):
+            pred = model(window)  # (B, 3, H, W)
+            losses.append(F.l1_loss(pred, clips[:, P + i]))
+            window = torch.cat([window[:, 1:], pred.clamp(-1, 1)[:, None]], dim=1)
+        return torch.stack(losses).mean()
+
+    def loss_fn(model, batches, rng):
+        return unrolled_l1(model, batches.sample(rng, P + u).to(cfg.device))
+
+    @torch.inference_mode()
+    def evaluate(model):
+        model.eval()
+        drafts = LearnedDrafter(model).propose(eval_clips[:, :P], u)  # (N, u, 3, H, W)
+        truth = eval_clips[:, P:]
+        return {
+            "heldout_loss": round(unrolled_l1(model, eval_clips).item(), 5),
+            "heldout_ssim_1": round(ssim(drafts[:, 0], truth[:, 0], data_range=2.0).mean().item(), 4),
+            "heldout_ssim_copy_1": round(
+                ssim(eval_clips[:, P - 1], truth[:, 0], data_range=2.0).mean().item(), 4
+            ),
+        }
+
+    result = run_stage("drafter", model, loss_fn, evaluate, cfg.drafter_steps, cfg.drafter_lr, cfg)
+    model.save_pretrained(Path(cfg.work) / "drafter" / "model")
+    return {"params": num_params(model), **result}
+
+
+def _ema_copy(model: UNet2DModel, ema: EMAModel) -> UNet2DModel:
+    copy = UNet2DModel.from_config(model.config).to(next(model.parameters()).device)
+    copy.load_state_dict(model.state_dict())
+    ema.copy_to(copy.parameters())
+    return copy.eval()
+
+
+def export(cfg: VideoTrainConfig, drafter: str = "flow") -> Path:
+    """Assemble models/video from the stages' outputs: fp16 weights, default drafter ``drafter``."""
+    from specvideo.video.pipeline import SpeculativeVideoPipeline
+
+    work = Path(cfg.work)
+    unet = UNet2DModel.from_pretrained(work / "verifier" / "ema_unet").half()
+    learned = work / "drafter" / "model"
+    predictor = FramePredictor.from_pretrained(learned).half() if learned.is_dir() else None
+    pipe = SpeculativeVideoPipeline(
+        DiffusionVerifier(unet, default_scheduler()), LearnedDrafter(predictor) if predictor else None
+    )
+    pipe.save_pretrained(cfg.out, default_drafter=drafter)
+    (Path(cfg.out) / "training_config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    return Path(cfg.out)
