@@ -97,8 +97,9 @@ def _run_text(args: argparse.Namespace) -> int:
             )
         )
         return 0
+    pieces = gen.stream(args.prompt, **kwargs)  # checks the prompt and settings before any output
     sys.stdout.write(args.prompt)
-    for piece in gen.stream(args.prompt, **kwargs):
+    for piece in pieces:
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")
@@ -174,6 +175,7 @@ def _add_bench(commands) -> None:
     report.add_argument("--no-report", action="store_true", help="write no report or plot")
     t.add_argument("--json", action="store_true", help="print every result as JSON instead of tables")
     t.set_defaults(run=_run_bench_text)
+    _add_bench_video(kinds)
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -231,12 +233,154 @@ def _run_bench_text(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_bench_video(kinds) -> None:
+    from specvideo.bench.video import BENCH_VIDEO_DEFAULTS as d
+    from specvideo.video.drafters import DRAFTERS
+
+    v = kinds.add_parser(
+        "video",
+        help="speculative video against target-only, draft-only and first-frame routing, on the same clips",
+        description="Every method on the same clips and seeds in one process; a tau x s sweep per drafter.",
+    )
+    v.add_argument(
+        "--model", metavar="DIR", default=d.model, help="pipeline directory (default: models/video)"
+    )
+    v.add_argument(
+        "--num-synthetic", metavar="N", type=int, default=d.num_synthetic, help="held-out synthetic clips"
+    )
+    v.add_argument(
+        "--num-real", metavar="N", type=int, default=d.num_real, help="held-out real clips (0: none)"
+    )
+    v.add_argument(
+        "--num-frames", metavar="N", type=int, default=d.num_frames, help="frames generated per clip"
+    )
+    v.add_argument(
+        "--clips",
+        metavar="PATH",
+        nargs="+",
+        default=d.clips,
+        help="video files instead of the held-out clips",
+    )
+    v.add_argument(
+        "--drafters",
+        metavar="LIST",
+        type=_names,
+        default=d.drafters,
+        help=f"draft-only baselines, a comma-separated subset of {','.join(DRAFTERS)}",
+    )
+    v.add_argument(
+        "--sweep-drafters",
+        metavar="LIST",
+        type=_names,
+        default=d.sweep_drafters,
+        help="drafters of the tau x s sweep",
+    )
+    v.add_argument(
+        "--thresholds", metavar="LIST", type=_floats, default=d.thresholds, help="tau values to sweep"
+    )
+    v.add_argument("--strengths", metavar="LIST", type=_floats, default=d.strengths, help="s values to sweep")
+    v.add_argument(
+        "--metric", default=d.metric, choices=["ssim", "psnr"], help="similarity scored against tau"
+    )
+    v.add_argument("--num-draft-frames", "-k", metavar="K", type=int, default=d.num_draft_frames)
+    v.add_argument("--refine-steps", metavar="M", type=int, default=d.num_refine_steps)
+    v.add_argument("--schedule", default=d.schedule, choices=["constant", "heuristic"])
+    v.add_argument(
+        "--steps", metavar="N", type=int, default=d.num_inference_steps, help="full-sampler steps N"
+    )
+    v.add_argument("--seed", type=int, default=d.seed, help="clip i uses seed + i for every method")
+    v.add_argument("--device", default=d.device, help="cpu, cuda, cuda:1, ...")
+    report = v.add_mutually_exclusive_group()
+    report.add_argument(
+        "--report",
+        "--output",
+        metavar="FILE.md",
+        default=d.report,
+        help="markdown report to write the Video section of",
+    )
+    report.add_argument("--no-write", action="store_true", help="write no report or plot")
+    v.add_argument("--json", action="store_true", help="print every result as JSON instead of tables")
+    v.set_defaults(run=_run_bench_video)
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in _names(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _run_bench_video(args: argparse.Namespace) -> int:
+    import shlex
+
+    from specvideo.bench.video import (
+        BenchVideoConfig,
+        format_targets,
+        run_benchmark,
+        to_markdown,
+        write_report,
+    )
+
+    config = BenchVideoConfig(
+        model=args.model,
+        num_synthetic=args.num_synthetic,
+        num_real=args.num_real,
+        num_frames=args.num_frames,
+        clips=tuple(args.clips),
+        drafters=args.drafters,
+        sweep_drafters=args.sweep_drafters,
+        thresholds=args.thresholds,
+        strengths=args.strengths,
+        metric=args.metric,
+        num_draft_frames=args.num_draft_frames,
+        num_refine_steps=args.refine_steps,
+        schedule=args.schedule,
+        num_inference_steps=args.steps,
+        seed=args.seed,
+        device=args.device,
+        report=args.report,
+    )
+    results = run_benchmark(config, progress=True)
+    command = shlex.join(_bench_video_argv(config))
+    written = None if args.no_write else write_report(results, command, args.report)
+    if args.json:
+        print(json.dumps({**results.to_dict(), "command": command, "report": written and str(written)}))
+        return 0
+    print(to_markdown(results))
+    print("Targets:")
+    print(format_targets(results))
+    if written is not None:
+        print(f"\nreport written to {written}", file=sys.stderr)
+    return 0
+
+
+def _bench_video_argv(c) -> list[str]:
+    """Every setting spelled out, so the command reproduces the run whatever the defaults become."""
+    argv = ["specvideo", "bench", "video"] + (["--model", c.model] if c.model else [])
+    if c.clips:
+        argv += ["--clips", *c.clips]
+    else:
+        argv += ["--num-synthetic", str(c.num_synthetic), "--num-real", str(c.num_real)]
+    argv += ["--num-frames", str(c.num_frames), "--drafters", ",".join(c.drafters)]
+    argv += ["--sweep-drafters", ",".join(c.sweep_drafters)]
+    argv += ["--thresholds", ",".join(f"{t:g}" for t in c.thresholds)]
+    argv += ["--strengths", ",".join(f"{s:g}" for s in c.strengths), "--metric", c.metric]
+    argv += ["--num-draft-frames", str(c.num_draft_frames), "--refine-steps", str(c.num_refine_steps)]
+    argv += ["--schedule", c.schedule, "--steps", str(c.num_inference_steps)]
+    return argv + ["--seed", str(c.seed), "--device", c.device]
+
+
 def _add_video(commands) -> None:
     from specvideo.video.config import VIDEO_DEFAULTS as d
 
     p = commands.add_parser("video", help="continue a video with speculative frame generation")
-    p.add_argument("input", help="video file whose last frames are the context")
-    p.add_argument("--out", required=True, help="output MP4 (H.264); written to a temp file, then renamed")
+    p.add_argument("input", nargs="?", help="video file whose last frames are the context")
+    p.add_argument("--out", help="output MP4 (H.264); written to a temp file, then renamed")
+    p.add_argument(
+        "--demo",
+        metavar="OUT",
+        help="no input file: continue a held-out synthetic moving-shapes clip (picked by --seed), write OUT",
+    )
     p.add_argument("--num-frames", type=int, default=d.num_frames)
     p.add_argument("--mode", default=d.mode, choices=["speculative", "target", "draft"])
     p.add_argument(
@@ -264,15 +408,29 @@ def _add_video(commands) -> None:
 def _run_video(args: argparse.Namespace) -> int:
     import torch
 
-    from specvideo.video.io import read_video, write_video
+    from specvideo.video.config import VIDEO_DEFAULTS
+    from specvideo.video.data import HELDOUT_SEEDS, moving_shapes
+    from specvideo.video.io import VideoClip, read_video, write_video
     from specvideo.video.pipeline import SpeculativeVideoPipeline
     from specvideo.video.sidebyside import side_by_side
 
+    if (args.input is None) == (args.demo is None):
+        raise UsageError("give either an input video or --demo OUT")
+    args.out = args.out or args.demo
+    if args.out is None:
+        raise UsageError("--out is required with an input video")
+    for path in filter(None, [args.out, args.side_by_side]):
+        _check_output(path)
     pipe = SpeculativeVideoPipeline.from_pretrained(args.model, drafter=args.drafter, device=args.device)
-    clip = read_video(args.input)
     P = pipe.verifier.num_context_frames
-    if clip.num_frames < P:
-        raise UsageError(f"{args.input} has {clip.num_frames} frame(s); the model needs {P} context frames")
+    if args.demo:
+        context = moving_shapes(HELDOUT_SEEDS[args.seed], P, pipe.verifier.resolution[0])
+        clip = VideoClip(context, VIDEO_DEFAULTS.fps)
+    else:
+        # Only the last P frames are kept, downscaled on decode: memory stays bounded for any input.
+        clip = read_video(args.input, max_frames=P, from_end=True, max_side=VIDEO_DEFAULTS.max_input_side)
+        if clip.num_frames < P:
+            raise UsageError(f"{args.input} has {clip.num_frames} frame(s); the model needs {P} context frames")
     context = clip.frames[-P:]
     out = pipe(
         context,
@@ -291,7 +449,7 @@ def _run_video(args: argparse.Namespace) -> int:
     write_video(out.frames, args.out, fps=clip.fps)
     if args.side_by_side:
         write_video(
-            side_by_side(pipe._postprocess(pipe._prepare_context(context)[0][-1:], "np", None)[0], out),
+            side_by_side(context[-1], out),
             args.side_by_side,
             fps=clip.fps,
         )
@@ -304,6 +462,15 @@ def _run_video(args: argparse.Namespace) -> int:
             f"{stats.unet_evals} UNet evaluations (target-only: {stats.target_only_calls})"
         )
     return 0
+
+
+def _check_output(path: str) -> None:
+    """Fail before any work when a result could not be written to ``path``."""
+    if os.path.isdir(path):
+        raise UsageError(f"output path {path} is a directory, not a file")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"output directory {parent} does not exist (for {path})")
 
 
 def _add_train(commands) -> None:
@@ -328,6 +495,45 @@ def _add_train(commands) -> None:
     t.add_argument("--device", default=d.device)
     t.add_argument("--seed", type=int, default=d.seed)
     t.set_defaults(run=_run_train_text)
+    _add_train_video(kinds)
+
+
+def _add_train_video(kinds) -> None:
+    from specvideo.training.video import VideoTrainConfig
+
+    d = VideoTrainConfig()
+    for stage, steps, what in [
+        ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
+        ("drafter", d.drafter_steps, "the learned frame predictor"),
+    ]:
+        v = kinds.add_parser(f"video-{stage}", help=what)
+        v.add_argument("--steps", type=int, default=steps)
+        v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
+        v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
+        v.add_argument("--device", default=d.device)
+        v.add_argument("--seed", type=int, default=d.seed)
+        v.set_defaults(run=_run_train_video, stage=stage)
+    e = kinds.add_parser("video-export", help="write models/video from the trained stages (fp16)")
+    e.add_argument("--work", default=d.work)
+    e.add_argument("--out", default=d.out)
+    e.add_argument("--drafter", default="flow", help="the pipeline's default drafter")
+    e.set_defaults(run=_run_train_video, stage="export")
+
+
+def _run_train_video(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.training import video
+
+    cfg = replace(video.VideoTrainConfig(), work=args.work)
+    if args.stage == "export":
+        print(f"wrote {video.export(replace(cfg, out=args.out), drafter=args.drafter)}")
+        return 0
+    steps = {"verifier_steps" if args.stage == "verifier" else "drafter_steps": args.steps}
+    cfg = replace(cfg, max_minutes=args.max_minutes, device=args.device, seed=args.seed, **steps)
+    train = video.train_verifier if args.stage == "verifier" else video.train_drafter
+    print(json.dumps(train(cfg), indent=2))
+    return 0
 
 
 def _run_train_text(args: argparse.Namespace) -> int:

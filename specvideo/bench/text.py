@@ -22,14 +22,11 @@ target call, target calls, and (greedy) the fraction of prompts whose token ids 
 from __future__ import annotations
 
 import ast
-import datetime
 import json
 import math
 import os
-import platform
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -39,6 +36,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from specvideo.bench.report import atomic_write as _atomic_write
+from specvideo.bench.report import fmt_load as _fmt_load
+from specvideo.bench.report import machine_info
+from specvideo.bench.report import replace_section as _replace_section
 from specvideo.text.state import context_length
 
 FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
@@ -676,38 +677,6 @@ def _median_ratio(baseline: dict[str, list] | None, times: list[float]) -> float
     return statistics.median(b / t for b, t in zip(baseline["times"], times))
 
 
-def machine_info(device: torch.device | str = "cpu") -> dict[str, Any]:
-    import transformers
-
-    device = torch.device(device)
-    info = {
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-        "platform": platform.platform(),
-        "processor": _cpu_name(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
-        "device": str(device),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 # ---------------------------------------------------------------------------------------------
 # Targets, table, plot, report
 
@@ -910,45 +879,3 @@ def _text_section(results: BenchResults, command: str, plot_link: str) -> str:
         "",
     ]
     return "\n".join(lines)
-
-
-def _fmt_load(load) -> str:
-    return "n/a" if not load else " / ".join(f"{x:.2f}" for x in load)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _replace_section(document: str, heading: str, section: str) -> str:
-    """Replace the ``heading`` section (up to the next heading of the same level) or append it."""
-    lines = document.splitlines()
-    level = heading.split(" ")[0]
-    start = next((i for i, line in enumerate(lines) if line.strip() == heading), None)
-    if start is None:
-        return document.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i].startswith(level + " ")),
-        len(lines),
-    )
-    before = "\n".join(lines[:start]).rstrip("\n")
-    after = "\n".join(lines[end:])
-    out = (before + "\n\n" if before else "") + section.rstrip("\n") + "\n"
-    return out + ("\n" + after.rstrip("\n") + "\n" if after else "")
-
-
-def _atomic_write(path: Path, write: Callable, binary: bool = False) -> None:
-    """Write through a temporary file in the same folder and rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            write(f)
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

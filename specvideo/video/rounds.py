@@ -22,19 +22,34 @@ from specvideo.video.verifier import DiffusionVerifier
 
 
 @dataclass
+class ScoredDraft:
+    """One draft the verifier scored: the output frame index it drafted, its score, whether it was
+    accepted, and the draft frame (3, H, W). Rejected drafts count too, including those discarded
+    after the first rejection of their round."""
+
+    index: int
+    score: float
+    accepted: bool
+    draft: torch.Tensor  # (3, H, W)
+
+
+@dataclass
 class VideoSpecStats(SpecStats):
     """SpecStats plus per output frame: its draft's score (None when no draft was scored) and
-    whether the draft was accepted; ``target_calls`` counts UNet evaluations."""
+    whether the draft was accepted; every scored draft in ``scored_drafts``; ``target_calls``
+    counts UNet evaluations."""
 
     frame_scores: list[float | None] = field(default_factory=list)
     frame_accepted: list[bool] = field(default_factory=list)
+    scored_drafts: list[ScoredDraft] = field(default_factory=list)
 
     @property
     def unet_evals(self) -> int:
         return self.target_calls
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), "unet_evals": self.unet_evals}
+        scored = [{"index": r.index, "score": r.score, "accepted": r.accepted} for r in self.scored_drafts]
+        return {**super().to_dict(), "scored_drafts": scored, "unet_evals": self.unet_evals}
 
 
 class FrameNoise:
@@ -171,6 +186,9 @@ class VideoVerifier:
         scores = verdict.scores[0].tolist() if verdict.scores is not None and self.settings.refine else []
         new = self._refined[:j] + ([self._correction] if self._correction is not None else [])
         new = new[: self.settings.num_frames - self.history.emitted]
+        start = self.history.emitted
+        for i, score in enumerate(scores):
+            self.stats.scored_drafts.append(ScoredDraft(start + i, score, i < j, draft.items[0, i]))
         for i, frame in enumerate(new):
             self.history.frames.append(frame)
             self.drafts.append(draft.items[0, i] if i < draft.k else None)

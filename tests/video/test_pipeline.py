@@ -239,6 +239,19 @@ def test_cli_video_errors_leave_no_output(pipe, tmp_path, capsys):
     assert code == 2 and out.read_bytes() == b"keep me"
 
 
+def test_cli_video_demo_needs_no_input(pipe, tmp_path, capsys):
+    from specvideo.cli import main
+    from specvideo.video.io import read_video
+
+    pipe.save_pretrained(tmp_path / "model")
+    out = tmp_path / "demo.mp4"
+    argv = ["video", "--demo", str(out), "--model", str(tmp_path / "model"), "--num-frames", "3", "--steps", "2"]
+    assert main(argv) == 0
+    assert read_video(out).frames.shape == (3, SIZE, SIZE, 3)
+    assert main(["video", "--model", str(tmp_path / "model")]) == 2  # neither input nor --demo
+    assert "either an input video or --demo" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("name", ["DDPMScheduler", "EulerDiscreteScheduler", "DPMSolverMultistepScheduler"])
 def test_other_diffusers_schedulers_via_from_config(name):
     import diffusers
@@ -249,7 +262,9 @@ def test_other_diffusers_schedulers_via_from_config(name):
     verifier = DiffusionVerifier(tiny_unet(), scheduler)
     cond = torch.zeros(2, 3 * P, SIZE, SIZE)
     noise = torch.randn(2, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(0))
-    refined = verifier.refine(cond, torch.zeros(2, 3, SIZE, SIZE), strength=0.8, num_refine_steps=2, noise=noise)
+    refined = verifier.refine(
+        cond, torch.zeros(2, 3, SIZE, SIZE), strength=0.8, num_refine_steps=2, noise=noise
+    )
     generated = verifier.generate(cond, 3, noise, generator=torch.Generator().manual_seed(1))
     assert refined.shape == generated.shape == (2, 3, SIZE, SIZE)
     assert torch.isfinite(refined).all() and torch.isfinite(generated).all()

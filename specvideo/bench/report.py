@@ -1,0 +1,100 @@
+"""What every benchmark report shares: machine information and safe edits of docs/BENCHMARKS.md.
+
+Each benchmark owns one "## ..." section of the report; ``replace_section`` swaps that section and
+leaves the others as they are, ``atomic_write`` never leaves a half-written file behind.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import tempfile
+from collections.abc import Callable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def machine_info(
+    device: torch.device | str = "cpu", packages: Sequence[str] = ("transformers",)
+) -> dict[str, Any]:
+    """Processor, cores, threads, versions (Python, torch and each of ``packages``), device, load."""
+    device = torch.device(device)
+    info = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
+        "platform": platform.platform(),
+        "processor": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        **{name: _version(name) for name in packages},
+        "device": str(device),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def fmt_load(load) -> str:
+    return "n/a" if not load else " / ".join(f"{x:.2f}" for x in load)
+
+
+def replace_section(document: str, heading: str, section: str) -> str:
+    """Replace the ``heading`` section (up to the next heading of the same level) or append it."""
+    lines = document.splitlines()
+    level = heading.split(" ")[0]
+    start = next((i for i, line in enumerate(lines) if line.strip() == heading), None)
+    if start is None:
+        return document.rstrip("\n") + "\n\n" + section.rstrip("\n") + "\n"
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith(level + " ")),
+        len(lines),
+    )
+    before = "\n".join(lines[:start]).rstrip("\n")
+    after = "\n".join(lines[end:])
+    out = (before + "\n\n" if before else "") + section.rstrip("\n") + "\n"
+    return out + ("\n" + after.rstrip("\n") + "\n" if after else "")
+
+
+def atomic_write(path: Path, write: Callable, binary: bool = False) -> None:
+    """Write through a temporary file in the same folder and rename it over ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+            write(f)
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,266 @@
+"""The video benchmark end to end on a tiny random pipeline built in the test (no doc writing)."""
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+from diffusers import UNet2DModel
+
+from specvideo.bench.video import (
+    DEFAULT_SETTING,
+    BenchVideoConfig,
+    build_methods,
+    check_targets,
+    estimate_runtime,
+    load_workloads,
+    roc_auc,
+    run_benchmark,
+    run_method,
+    spearman,
+    to_markdown,
+    write_report,
+)
+from specvideo.cli import main
+from specvideo.video.data import moving_shapes
+from specvideo.video.drafters import FramePredictor, LearnedDrafter, LinearDrafter
+from specvideo.video.io import write_video
+from specvideo.video.pipeline import SpeculativeVideoPipeline
+from specvideo.video.verifier import DiffusionVerifier
+
+P, SIZE, N, F = 2, 16, 3, 3  # context frames, resolution, full-sampler steps, generated frames
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny convolutions on a busy machine: several threads only fight over the cores."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def tiny_pipe(drafter=None) -> SpeculativeVideoPipeline:
+    torch.manual_seed(0)
+    unet = UNet2DModel(
+        sample_size=SIZE,
+        in_channels=3 * (P + 1),
+        out_channels=3,
+        block_out_channels=(8, 16),
+        layers_per_block=1,
+        down_block_types=("DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D"),
+        norm_num_groups=8,
+        add_attention=False,
+    ).eval()
+    learned = LearnedDrafter(FramePredictor(context_frames=P, hidden=8, dilations=(1, 2)))
+    return SpeculativeVideoPipeline(DiffusionVerifier(unet), drafter or learned)
+
+
+def config(**kwargs) -> BenchVideoConfig:
+    base = dict(
+        num_synthetic=2,
+        num_real=1,
+        num_frames=F,
+        thresholds=(-1.0, 0.85),  # SSIM >= -1 always: every draft accepted
+        strengths=(0.8,),
+        num_inference_steps=N,
+    )
+    return BenchVideoConfig(**{**base, **kwargs})
+
+
+def fake_heldout_real(num, num_frames, size):
+    """Stands in for the real clips (decoding the sample videos takes seconds): other shapes."""
+    return [moving_shapes(seed, num_frames, size) for seed in range(num)]
+
+
+@pytest.fixture(scope="module")
+def results():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("specvideo.bench.video.heldout_real", fake_heldout_real)
+        return run_benchmark(config(), pipe=tiny_pipe())
+
+
+EXPECTED = [
+    "target",
+    "draft-copy",
+    "draft-linear",
+    "draft-flow",
+    "draft-learned",
+    "first-target+flow",
+    "first-target+learned",
+    "spec-flow-s0.8-t-1",
+    "spec-flow-s0.8-t0.85",
+    "spec-learned-s0.8-t-1",
+    "spec-learned-s0.8-t0.85",
+]
+
+
+def test_every_method_on_every_workload(results):
+    assert results.workloads == ["synthetic", "real"]
+    assert len(results.clips["synthetic"]) == 2 and len(results.clips["real"]) == 1
+    for workload in results.workloads:
+        assert [r.method for r in results.rows if r.workload == workload] == EXPECTED
+    table = to_markdown(results)
+    assert "### Synthetic" in table and "### Real" in table
+    assert all(f"| {name} |" in table or f"**{name}**" in table for name in EXPECTED)
+    # the default setting (flow, tau 0.85, s 0.8) is in the sweep and marked, once per workload
+    defaults = [r for r in results.rows if r.is_default]
+    assert [r.method for r in defaults] == ["spec-flow-s0.8-t0.85"] * 2
+    assert "**spec-flow-s0.8-t0.85** (default)" in table
+
+
+def test_numbers_add_up(results):
+    for r in results.rows:
+        assert len(r.seconds) == len(results.clips[r.workload]) and all(s > 0 for s in r.seconds)
+        assert -1 <= r.ssim_gt <= 1 and math.isfinite(r.psnr_gt)
+        if r.family == "target":
+            assert r.unet_evals_per_frame == N and r.speedup == 1.0
+            assert r.ssim_target == pytest.approx(1.0) and r.psnr_target == 100.0
+        elif r.family == "draft":
+            assert r.unet_evals_per_frame == 0 and r.acceptance_rate is None and r.spearman is None
+        elif r.family == "first-target":
+            assert r.unet_evals_per_frame == pytest.approx(N / F)
+        else:
+            assert 0 <= r.acceptance_rate <= 1 and r.num_scored > 0
+            assert r.spearman is None or -1 <= r.spearman <= 1
+            assert r.auc is None or 0 <= r.auc <= 1
+        if r.threshold == -1.0:  # every draft accepted: one refinement evaluation per frame
+            assert r.acceptance_rate == 1.0 and r.unet_evals_per_frame == 1.0
+            assert all(a == 1.0 for a in r.per_position_acceptance)
+            assert r.num_scored == F * len(r.seconds)
+
+
+def test_first_frame_by_target_and_same_seed_for_every_method():
+    pipe = tiny_pipe(LinearDrafter())
+    cfg = config(num_real=0, num_synthetic=1, drafters=("linear",), sweep_drafters=("linear",))
+    clip = load_workloads(cfg, P, SIZE)["synthetic"][0]
+    methods = {m.name: m for m in build_methods(cfg, ("linear", "flow"))}
+    pipes = {"linear": pipe}
+    target = run_method(methods["target"], pipe, pipes, clip, cfg, seed=5)
+    again = run_method(methods["target"], pipe, pipes, clip, cfg, seed=5)
+    routed = run_method(methods["first-target+linear"], pipe, pipes, clip, cfg, seed=5)
+    torch.testing.assert_close(again.frames, target.frames, rtol=0, atol=0)
+    torch.testing.assert_close(routed.frames[0], target.frames[0], rtol=0, atol=0)
+    assert routed.unet_evals == N and target.unet_evals == F * N
+    expected = LinearDrafter().propose(torch.cat([clip.context, target.frames[:1]])[None], F - 1)[0]
+    torch.testing.assert_close(routed.frames[1:], expected)
+
+
+def test_default_setting_added_when_the_sweep_misses_it():
+    cfg = config(thresholds=(0.5,), strengths=(0.6,))
+    methods = build_methods(cfg, ("copy", "flow"))
+    assert [m.name for m in methods] == [
+        "target",
+        "draft-copy",
+        "draft-flow",
+        "first-target+flow",
+        "spec-flow-s0.6-t0.5",
+        "default",
+    ]
+    assert methods[-1].setting == DEFAULT_SETTING and methods[-1].is_default
+
+
+def test_learned_is_skipped_without_weights():
+    results = run_benchmark(
+        config(num_real=0, num_synthetic=1, num_frames=1, drafters=("learned",)),
+        pipe=tiny_pipe(LinearDrafter()),
+    )
+    assert not any(r.drafter == "learned" for r in results.rows)
+    assert any("learned drafter was skipped" in n for n in results.notes)
+
+
+def test_targets_json_and_report(results, tmp_path):
+    checks = check_targets(results)
+    assert len(checks) == 1 + 3 * len(results.workloads)
+    assert all(c.passed is not None or "no ratio" in c.detail for c in checks)  # all measured
+    assert [c.workload for c in checks] == ["synthetic"] * 4 + ["real"] * 3
+    json.dumps(results.to_dict(), allow_nan=False)
+    doc = tmp_path / "BENCHMARKS.md"
+    text_section = "## Text\n\nCommand:\n\n```bash\nspecvideo bench text\n```\n\n| a | b |\n"
+    doc.write_text(f"# Benchmarks\n\n{text_section}\n## Video\n\nold video\n")
+    write_report(results, "specvideo bench video --num-synthetic 2", doc)
+    written = doc.read_text()
+    assert written.startswith(f"# Benchmarks\n\n{text_section}\n## Video\n")
+    assert "old video" not in written and "specvideo bench video --num-synthetic 2" in written
+    assert "![speedup against SSIM to the ground truth](video_pareto.png)" in written
+    assert (tmp_path / "video_pareto.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_rank_statistics():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1], [2]) is None and spearman([1, 1], [1, 2]) is None
+    assert roc_auc([True, True, False, False], [0.9, 0.8, 0.2, 0.1]) == 1.0
+    assert roc_auc([True, False], [0.5, 0.5]) == 0.5  # ties count a half
+    assert roc_auc([True, True], [0.1, 0.2]) is None
+
+
+def test_runtime_estimate_bounds():
+    cfg = config()
+    methods = build_methods(cfg, ("copy", "flow"))
+    est = estimate_runtime(cfg, methods, num_clips=2, unet_s=1.0, draft_s={"copy": 0.0, "flow": 0.0})
+    spec = sum(m.family == "speculative" for m in methods)
+    assert est.baselines_s == 2 * (F * N + N)  # target-only + first-target+flow
+    assert est.sweep_low_s == 2 * spec * F and est.sweep_high_s == 2 * spec * F * (N + 1)
+    assert "runs" in est.line() and est.runs == 2 * len(methods)
+
+
+def exit_code(argv) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exit:  # argparse's own errors
+        return exit.code
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench_video") / "model"
+    tiny_pipe().save_pretrained(path)
+    return path
+
+
+def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
+    video = tmp_path / "in.mp4"
+    frames = np.random.default_rng(0).integers(0, 256, (9, 24, 32, 3), dtype=np.uint8)
+    write_video(frames, video, fps=8)
+    argv = ["bench", "video", "--model", str(model_dir), "--no-write", "--json", "--clips", str(video)]
+    argv += ["--num-frames", "2", "--steps", "2", "--thresholds", "0.85", "--strengths", "0.8"]
+    argv += ["--drafters", "copy", "--sweep-drafters", "flow"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["report"] is None and out["clips"]["clips"] == ["in.mp4 [0:4]", "in.mp4 [4:8]"]
+    assert [r["method"] for r in out["rows"]] == [
+        "target",
+        "draft-copy",
+        "first-target+flow",
+        "spec-flow-s0.8-t0.85",
+    ]
+    assert out["command"].startswith("specvideo bench video --model ")
+    assert not (tmp_path / "video_pareto.png").exists()
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--thresholds", "nan"], "thresholds must be finite numbers"),
+        (["--strengths", "0"], r"strengths must be in \(0, 1\]"),
+        (["--num-synthetic", "0"], "num_synthetic must be >= 1"),
+        (["--thresholds", "high"], "expected comma-separated numbers"),
+        (["--drafters", "magic"], "unknown drafter 'magic'"),
+    ],
+)
+def test_cli_bad_arguments(model_dir, capsys, extra, message):
+    assert exit_code(["bench", "video", "--model", str(model_dir), "--no-write", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and re.search(message, err)
+
+
+def test_cli_clip_too_short(model_dir, tmp_path, capsys):
+    video = tmp_path / "short.mp4"
+    write_video(np.zeros((3, 16, 16, 3), dtype=np.uint8), video, fps=8)
+    assert main(["bench", "video", "--model", str(model_dir), "--no-write", "--clips", str(video)]) == 2
+    assert "short.mp4 has 3 frames; a clip needs 2 context + 16 frames = 18" in capsys.readouterr().err

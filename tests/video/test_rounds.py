@@ -1,0 +1,71 @@
+"""Every draft the verifier scores is recorded in VideoSpecStats.scored_drafts."""
+
+import json
+import math
+
+import numpy as np
+import torch
+from diffusers import UNet2DModel
+
+from specvideo.video.drafters import LinearDrafter
+from specvideo.video.pipeline import SpeculativeVideoPipeline
+from specvideo.video.verifier import DiffusionVerifier
+
+P, SIZE, N = 2, 16, 3
+
+
+def tiny_pipe() -> SpeculativeVideoPipeline:
+    torch.manual_seed(0)
+    unet = UNet2DModel(
+        sample_size=SIZE,
+        in_channels=3 * (P + 1),
+        out_channels=3,
+        block_out_channels=(8, 16),
+        layers_per_block=1,
+        down_block_types=("DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D"),
+        norm_num_groups=8,
+        add_attention=False,
+    ).eval()
+    return SpeculativeVideoPipeline(DiffusionVerifier(unet), LinearDrafter())
+
+
+def run(pipe, **kwargs):
+    context = np.random.default_rng(0).integers(0, 256, (P, SIZE, SIZE, 3), dtype=np.uint8)
+    return pipe(
+        context,
+        num_inference_steps=N,
+        generator=torch.Generator().manual_seed(0),
+        output_type="pt",
+        progress=False,
+        **kwargs,
+    )
+
+
+def test_scored_drafts_cover_every_scored_draft_with_its_position():
+    pipe = tiny_pipe()
+    tau = 0.0
+    out = run(pipe, num_frames=9, num_draft_frames=4, schedule="constant", threshold=tau, strength=0.9)
+    records = out.stats.scored_drafts
+    assert len(records) == out.stats.drafted  # rejected and discarded drafts included
+    assert sum(r.accepted for r in records) == out.stats.accepted
+    assert all(r.score >= tau for r in records if r.accepted)
+    assert all(0 <= r.index < 9 and r.draft.shape == (3, SIZE, SIZE) for r in records)
+    # an emitted frame with a draft: its record holds that very draft and the frame's score
+    for index, (draft, score) in enumerate(zip(out.drafts, out.stats.frame_scores)):
+        if draft is None or score is None:
+            continue
+        record = next(r for r in records if r.index == index and r.score == score)
+        torch.testing.assert_close(record.draft, draft)
+    # the score is the similarity of the draft and its refinement: finite, an SSIM
+    assert all(-1 <= r.score <= 1 and math.isfinite(r.score) for r in records)
+
+
+def test_target_and_draft_modes_score_nothing_and_stats_stay_json():
+    pipe = tiny_pipe()
+    assert run(pipe, mode="target", num_frames=2).stats.scored_drafts == []
+    assert run(pipe, mode="draft", num_frames=3).stats.scored_drafts == []
+    stats = run(pipe, num_frames=3, threshold=-math.inf).stats
+    as_json = json.loads(json.dumps(stats.to_dict()))
+    assert [r["index"] for r in as_json["scored_drafts"]] == [r.index for r in stats.scored_drafts]
+    assert all(set(r) == {"index", "score", "accepted"} for r in as_json["scored_drafts"])
