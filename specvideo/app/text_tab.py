@@ -1,0 +1,215 @@
+"""The Text tab: speculative code completion, tokens coloured by where they came from.
+
+Per round the target emits the accepted draft tokens, then one token of its own: the correction at
+the first rejected draft token, or the bonus token when all k drafted tokens passed. A round with
+nothing drafted (n-gram lookup without a match) emits the target's own token, shown as a
+correction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import gradio as gr
+import torch
+
+from specvideo.app.common import (
+    STATS_HEADERS,
+    bounded_int,
+    cached,
+    check,
+    percent,
+    ratio,
+    user_errors,
+)
+from specvideo.app.config import AppConfig
+from specvideo.core.types import SpecStats, Step
+from specvideo.paths import shipped
+from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator
+
+ACCEPTED, CORRECTION, BONUS = "accepted draft", "target correction", "bonus token"
+COLORS = {ACCEPTED: "#4caf50", CORRECTION: "#f44336", BONUS: "#2196f3"}
+DRAFTERS = [("draft model", "model"), ("n-gram (prompt lookup)", "ngram")]
+EXAMPLES = [
+    "def quicksort(arr):",
+    "class Stack:\n    def __init__(self):",
+    "import os\n\n\ndef list_python_files(root):",
+    "def fibonacci(n):\n    ",
+]
+
+
+@cached
+def load_pair(target_dir: str, draft_dir: str) -> SpeculativeGenerator:
+    """The shipped target and draft, loaded once per process; every request reuses the weights."""
+    return SpeculativeGenerator.from_pretrained(target_dir, draft_dir)
+
+
+def make_generator(drafter: str, k: int) -> SpeculativeGenerator:
+    """A generator over the cached models: "model" (run lean when the draft is a Llama), "ngram",
+    or "none" (target-only)."""
+    base = load_pair(str(shipped("text", "target")), str(shipped("text", "draft")))
+    check(base.tokenizer is not None, "the shipped target model has no tokenizer")
+    if drafter == "model" and base.draft.config.model_type == "llama":
+        drafter = "lean"
+    return SpeculativeGenerator(
+        base.target, base.tokenizer, base.draft, drafter=drafter, num_draft_tokens=k, device=base.device
+    )
+
+
+def origins(step: Step) -> list[str]:
+    """The origin of every token emitted in a round (batch of one)."""
+    accepted, drafted = int(step.verdict.num_accepted[0]), int(step.draft.lengths[0])
+    last = BONUS if drafted and accepted == drafted else CORRECTION
+    return ([ACCEPTED] * accepted + [last])[: len(step.emitted[0])]
+
+
+@dataclass
+class ColouredText:
+    """The prompt and the generated text, split into (text, origin) spans for gr.HighlightedText.
+
+    A token that ends inside a multi-byte character adds no text; the token completing it does."""
+
+    tokenizer: object
+    prompt: str
+    ids: list[int] = field(default_factory=list)
+    spans: list[list] = field(default_factory=list)
+    decoded: str = ""
+
+    def add(self, ids: list[int], labels: list[str]) -> None:
+        for token, label in zip(ids, labels, strict=True):
+            self.ids.append(token)
+            text = self.tokenizer.decode(self.ids, skip_special_tokens=True).rstrip("\ufffd")
+            if len(text) > len(self.decoded):
+                self._append(text[len(self.decoded) :], label)
+                self.decoded = text
+
+    def _append(self, piece: str, label: str) -> None:
+        if self.spans and self.spans[-1][1] == label:
+            self.spans[-1][0] += piece
+        else:
+            self.spans.append([piece, label])
+
+    def value(self) -> list[tuple[str, str | None]]:
+        return [(self.prompt, None), *((text, label) for text, label in self.spans)]
+
+
+@dataclass(frozen=True)
+class TextRequest:
+    prompt: str
+    drafter: str
+    k: int
+    temperature: float
+    max_new_tokens: int
+    seed: int
+
+    def generate_kwargs(self) -> dict:
+        return dict(
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            generator=torch.Generator().manual_seed(self.seed),
+        )
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The measured target-only run."""
+
+    seconds: float
+    target_calls: int
+    same_tokens: bool | None  # None when sampling: equal in distribution, not token for token
+
+
+def run_target_only(request: TextRequest, spec_ids: list[int]) -> Baseline:
+    out = make_generator("none", 1).generate(request.prompt, **request.generate_kwargs())
+    same = out.token_ids == spec_ids if request.temperature == 0 else None
+    return Baseline(out.stats.time_total, out.stats.target_calls, same)
+
+
+def stats_rows(stats: SpecStats, baseline: Baseline | None = None) -> list[list[str]]:
+    seconds = stats.time_total
+    rows = [
+        ["tokens generated", str(stats.emitted)],
+        ["rounds", str(stats.rounds)],
+        ["draft tokens accepted", f"{stats.accepted} / {stats.drafted}"],
+        ["acceptance rate", percent(stats.acceptance_rate)],
+        ["mean accepted length", f"{stats.mean_accepted_length:.2f}"],
+        ["target forward passes", f"{stats.target_calls} (target-only: {stats.target_only_calls})"],
+        ["estimated speedup (target passes)", ratio(stats.target_only_calls, stats.target_calls)],
+        ["wall time", f"{seconds:.2f} s ({stats.emitted / seconds if seconds else 0:.1f} tokens/s)"],
+    ]
+    if baseline is not None:
+        rows += [
+            ["target-only wall time (measured)", f"{baseline.seconds:.2f} s"],
+            ["measured speedup vs target-only", ratio(baseline.seconds, seconds)],
+        ]
+        if baseline.same_tokens is not None:
+            rows.append(["same tokens as target-only", "yes" if baseline.same_tokens else "NO"])
+    return rows
+
+
+class TextTab:
+    """The tab's widgets and its one action, ``api_name="text"``."""
+
+    def __init__(self, config: AppConfig):
+        self.config = config
+
+    def request(self, prompt, drafter, k, temperature, max_new_tokens, seed) -> TextRequest:
+        c = self.config
+        check(isinstance(prompt, str) and prompt.strip(), "the prompt is empty: give some code to continue")
+        check(len(prompt) <= c.max_prompt_chars, f"the prompt is limited to {c.max_prompt_chars} characters")
+        check(drafter in dict(DRAFTERS).values(), f"drafter must be 'model' or 'ngram', got {drafter!r}")
+        return TextRequest(
+            prompt=prompt,
+            drafter=drafter,
+            k=bounded_int(k, "k", 1, c.max_draft),
+            temperature=float(temperature),
+            max_new_tokens=bounded_int(max_new_tokens, "max tokens", 1, c.max_new_tokens),
+            seed=bounded_int(seed, "seed", 0, 2**63 - 1),
+        )
+
+    def generate(self, prompt, drafter, k, temperature, max_new_tokens, seed, compare) -> Iterator[tuple]:
+        with user_errors():
+            request = self.request(prompt, drafter, k, temperature, max_new_tokens, seed)
+            gen = make_generator(request.drafter, request.k)
+            text = ColouredText(gen.tokenizer, request.prompt)
+            run = gen._prepare(request.prompt, **request.generate_kwargs())  # rounds, not only text
+            for step in run.steps():
+                text.add(step.emitted[0], origins(step))
+                yield text.value(), stats_rows(run.stats)
+            if compare:
+                yield text.value(), stats_rows(run.stats, run_target_only(request, text.ids))
+
+    def build(self) -> None:
+        d, c = TEXT_DEFAULTS, self.config
+        with gr.Row():
+            with gr.Column(scale=1):
+                prompt = gr.Textbox(value=EXAMPLES[0], lines=5, label="Prompt (Python code)")
+                gr.Examples(EXAMPLES, inputs=prompt, label="Example prompts")
+                drafter = gr.Radio(DRAFTERS, value="model", label="Drafter")
+                k = gr.Slider(1, c.max_draft, value=d.num_draft_tokens, step=1, label="Draft length k")
+                temperature = gr.Slider(
+                    0, 2, value=d.temperature, step=0.05, label="Temperature (0 = greedy)"
+                )
+                max_tokens = gr.Slider(
+                    1,
+                    c.max_new_tokens,
+                    value=min(d.max_new_tokens, c.max_new_tokens),
+                    step=1,
+                    label="Max tokens",
+                )
+                seed = gr.Number(value=d.seed, precision=0, minimum=0, label="Seed")
+                compare = gr.Checkbox(False, label="Also run target-only (measured speedup)")
+                button = gr.Button("Generate", variant="primary", elem_id="text-generate")
+            with gr.Column(scale=2):
+                output = gr.HighlightedText(
+                    label="Output (prompt uncoloured)",
+                    color_map=COLORS,
+                    show_legend=True,
+                    elem_id="text-output",
+                )
+                stats = gr.Dataframe(
+                    headers=STATS_HEADERS, label="Statistics", interactive=False, elem_id="text-stats"
+                )
+        inputs = [prompt, drafter, k, temperature, max_tokens, seed, compare]
+        button.click(self.generate, inputs, [output, stats], api_name="text")

@@ -1,0 +1,81 @@
+"""The demo's page and server: ``build_demo()`` assembles the tabs, ``main()`` serves them."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import replace
+
+import gradio as gr
+
+from specvideo.app.config import AppConfig, from_env
+from specvideo.app.text_tab import TextTab
+from specvideo.app.video_tab import VideoTab
+
+INTRO = """# specvideo: speculative generation
+A cheap drafter proposes k items ahead, an expensive model checks them all in one batched pass;
+what passes is kept, the rest is corrected. **Video**: a frame predictor drafts frames, a
+conditional diffusion model refines them; a frame whose similarity to its refinement is at least
+τ is kept, the first rejected one is regenerated from noise. **Text**: a small draft LM (or an
+n-gram lookup) drafts tokens that the target LM verifies exactly."""
+
+
+def limits_text(c: AppConfig) -> str:
+    return (
+        f"Limits: uploads up to {c.max_file_size}, at most {c.max_pixels:,} pixels per frame; "
+        f"{c.max_frames} frames, {c.max_steps} steps and k ≤ {c.max_draft} per request; "
+        f"{c.max_new_tokens} new tokens and {c.max_prompt_chars} prompt characters; "
+        f"{c.queue_size} requests may wait in the queue."
+    )
+
+
+def build_demo(config: AppConfig | None = None) -> gr.Blocks:
+    """The two-tab demo, queued. Models load on the first request that needs them."""
+    config = config or from_env()
+    with gr.Blocks(title="specvideo", analytics_enabled=False) as demo:  # offline: no telemetry
+        gr.Markdown(INTRO)
+        gr.Markdown(limits_text(config), elem_id="limits")
+        with gr.Tabs():
+            with gr.Tab("Video", id="video"):
+                VideoTab(config).build()
+            with gr.Tab("Text", id="text"):
+                TextTab(config).build()
+    return demo.queue(default_concurrency_limit=config.concurrency, max_size=config.queue_size)
+
+
+def launch(demo: gr.Blocks, config: AppConfig, **kwargs):
+    """Serve with the config's address and upload limit (``kwargs`` go to ``launch``)."""
+    return demo.launch(
+        server_name=config.host, server_port=config.port, max_file_size=config.max_file_size, **kwargs
+    )
+
+
+def parse_args(argv: Sequence[str] | None = None) -> AppConfig:
+    config = from_env()
+    parser = argparse.ArgumentParser(
+        prog="app.py",
+        description="The specvideo web demo. Every limit can also be set as SPECVIDEO_<NAME> (e.g. SPECVIDEO_MAX_FRAMES).",
+    )
+    parser.add_argument("--host", default=config.host, help="address to bind (env SPECVIDEO_HOST)")
+    parser.add_argument("--port", type=int, default=config.port, help="port (env SPECVIDEO_PORT)")
+    parser.add_argument(
+        "--max-file-size",
+        default=config.max_file_size,
+        help="upload limit, e.g. 50mb (env SPECVIDEO_MAX_FILE_SIZE)",
+    )
+    args = parser.parse_args(argv)
+    return replace(config, host=args.host, port=args.port, max_file_size=args.max_file_size)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from specvideo.cli import _quiet_libraries
+
+    try:
+        config = parse_args(argv)
+    except ValueError as err:  # a malformed SPECVIDEO_* variable
+        raise SystemExit(f"app.py: error: {err}") from None
+    _quiet_libraries()
+    launch(build_demo(config), config)
+
+
+__all__ = ["build_demo", "launch", "main", "parse_args"]

@@ -1,0 +1,225 @@
+"""The demo over real HTTP with gradio_client: both endpoints, defaults, custom settings, errors."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import torch
+from gradio_client import handle_file
+from gradio_client.exceptions import AppError
+
+from specvideo.app import parse_args
+from specvideo.app.text_tab import ACCEPTED, BONUS, CORRECTION, origins
+from specvideo.core.types import Draft, Step, Verdict
+from specvideo.text import SpeculativeGenerator
+from specvideo.video import probe_video, read_video, write_video
+from specvideo.video.data import moving_shapes
+from tests.app.conftest import SIZE, free_port
+
+# ---------------------------------------------------------------- text
+
+
+def generated_text(highlighted) -> str:
+    return "".join(span["token"] for span in highlighted[1:])
+
+
+def stats_dict(table) -> dict[str, str]:
+    return dict(table["data"])
+
+
+def test_text_defaults_colour_every_token_by_origin(client, tiny_models):
+    highlighted, table = client.predict(api_name="/text")
+    assert highlighted[0] == {"token": "def quicksort(arr):", "class_or_confidence": None}
+    labels = {span["class_or_confidence"] for span in highlighted[1:]}
+    assert labels <= {ACCEPTED, CORRECTION, BONUS} and ACCEPTED in labels  # the draft is a close copy
+    stats = stats_dict(table)
+    assert stats["tokens generated"] == "128" and "target-only: 128" in stats["target forward passes"]
+    # The coloured pieces spell exactly what the library generates (greedy) with the same pair.
+    gen = SpeculativeGenerator.from_pretrained(
+        str(tiny_models / "text" / "target"), str(tiny_models / "text" / "draft")
+    )
+    expected = gen.generate("def quicksort(arr):", max_new_tokens=128).text
+    assert generated_text(highlighted) == expected.rstrip("\ufffd")
+
+
+def test_text_ngram_with_target_only_comparison(client):
+    highlighted, table = client.predict(
+        prompt="for i in range(10):\n    print(i)\nfor i in",
+        drafter="ngram",
+        k=3,
+        max_new_tokens=24,
+        compare=True,
+        api_name="/text",
+    )
+    stats = stats_dict(table)
+    assert stats["tokens generated"] == "24"
+    assert stats["same tokens as target-only"] == "yes"  # greedy speculative decoding is exact
+    assert stats["measured speedup vs target-only"].endswith("x")
+
+
+def test_text_sampling_is_reproducible_by_seed(client):
+    kwargs = dict(temperature=0.9, max_new_tokens=16, seed=3, api_name="/text")
+    first, _ = client.predict(**kwargs)
+    again, _ = client.predict(**kwargs)
+    other, _ = client.predict(**{**kwargs, "seed": 4})
+    assert first == again and generated_text(first) != generated_text(other)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(k=0), "Value 0 is less than minimum value 1"),
+        (dict(k=2.5), "k must be an integer, got 2.5"),
+        (dict(max_new_tokens=100_000), "greater than maximum value 256"),
+        (dict(prompt="   "), "the prompt is empty"),
+        (dict(temperature=-1), "minimum value 0"),
+        (dict(prompt="x = 1\n" * 200, max_new_tokens=200), "exceeds the target's context length"),
+        (dict(drafter="lean"), "is not in the list of choices: ['model', 'ngram']"),
+    ],
+)
+def test_text_invalid_inputs_are_clear_errors(client, kwargs, message):
+    with pytest.raises(AppError, match=re.escape(message)):
+        client.predict(**kwargs, api_name="/text")
+
+
+def step(num_accepted: int, drafted: int, emitted: int) -> Step:
+    draft = Draft(items=torch.zeros(1, drafted, dtype=torch.long), lengths=torch.tensor([drafted]))
+    verdict = Verdict(num_accepted=torch.tensor([num_accepted]))
+    return Step(0, drafted, draft, verdict, [list(range(emitted))], torch.tensor([True]))
+
+
+def test_token_origins_per_round():
+    assert origins(step(2, 4, 3)) == [ACCEPTED, ACCEPTED, CORRECTION]
+    assert origins(step(4, 4, 5)) == [ACCEPTED] * 4 + [BONUS]
+    assert origins(step(0, 0, 1)) == [CORRECTION]  # nothing drafted: the target's own token
+    assert origins(step(4, 4, 2)) == [ACCEPTED] * 2  # cut by max tokens or end of sequence
+
+
+# ---------------------------------------------------------------- video
+
+
+def test_video_defaults_use_the_synthetic_example(client):
+    generated, sbs, plot, table = client.predict(api_name="/video")
+    for path in (generated, sbs):
+        info = probe_video(path)
+        assert (info.codec, info.pix_fmt) == ("h264", "yuv420p")
+    assert read_video(generated).frames.shape == (16, SIZE, SIZE, 3)
+    assert read_video(sbs).frames.shape == (16, SIZE, 3 * SIZE, 3)  # context | draft | final
+    assert plot["type"] == "matplotlib" and plot["plot"].startswith("data:image/")
+    stats = stats_dict(table)
+    assert stats["frames generated"] == "16" and "target-only: 400" in stats["UNet evaluations"]
+
+
+def test_video_upload_custom_settings_and_target_only(client, tmp_path):
+    clip = write_video(moving_shapes(7, 6, 40), tmp_path / "clip.mp4", fps=10)
+    generated, _, _, table = client.predict(
+        video=handle_file(str(clip)),
+        drafter="linear",
+        num_frames=6,
+        k=3,
+        threshold=0,  # PSNR >= 0 dB always: every draft is accepted
+        metric="psnr",
+        strength=0.5,
+        steps=3,
+        seed=1,
+        compare=True,
+        api_name="/video",
+    )
+    assert read_video(generated).num_frames == 6
+    stats = stats_dict(table)
+    assert stats["drafts accepted"] == "6 / 6" and stats["acceptance rate"] == "100.0%"
+    assert stats["UNet evaluations"] == "6 (target-only: 18)"  # one refinement pass per frame
+    assert stats["estimated speedup (UNet evaluations)"] == "3.00x"
+    assert stats["target-only wall time (measured)"].endswith("(18 UNet evaluations)")
+    assert stats["measured speedup vs target-only"].endswith("x")
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(k=0), "Value 0 is less than minimum value 1"),
+        (dict(num_frames=1000), "greater than maximum value 64"),
+        (dict(strength=0), "less than minimum value 0.05"),
+        (dict(drafter="learned"), "drafter 'learned' needs trained weights in"),
+        (dict(example="nope.mp4"), "Value: nope.mp4 is not in the list of choices"),
+    ],
+)
+def test_video_invalid_settings_are_clear_errors(client, kwargs, message):
+    with pytest.raises(AppError, match=re.escape(message)):
+        client.predict(**kwargs, api_name="/video")
+
+
+def test_video_a_text_file_is_a_clear_error(client, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("not a video\n")
+    with pytest.raises(AppError, match="notes.txt: ffmpeg found no video stream"):
+        client.predict(video=handle_file(str(path)), api_name="/video")
+
+
+def test_uploads_over_the_size_limit_are_refused(client, tmp_path):
+    path = tmp_path / "big.mp4"
+    path.write_bytes(os.urandom(2 * 1024 * 1024))  # the test server allows 1 MB
+    with pytest.raises(ValueError, match="exceeds the maximum file size of 1048576 bytes"):
+        client.predict(video=handle_file(str(path)), api_name="/video")
+
+
+def test_without_a_video_model_text_works_and_video_says_why(client, text_only_models, monkeypatch):
+    monkeypatch.setenv("SPECVIDEO_MODELS", str(text_only_models))
+    with pytest.raises(AppError, match="no shipped model at .*video"):
+        client.predict(api_name="/video")
+    highlighted, _ = client.predict(max_new_tokens=8, api_name="/text")
+    assert generated_text(highlighted)
+
+
+# ---------------------------------------------------------------- serving
+
+
+def test_flags_override_the_environment(monkeypatch):
+    monkeypatch.setenv("SPECVIDEO_PORT", "8123")
+    monkeypatch.setenv("SPECVIDEO_MAX_FRAMES", "12")
+    assert parse_args([]).port == 8123 and parse_args([]).max_frames == 12
+    config = parse_args(["--host", "0.0.0.0", "--port", "9000", "--max-file-size", "5mb"])
+    assert (config.host, config.port, config.max_file_size) == ("0.0.0.0", 9000, "5mb")
+    monkeypatch.setenv("SPECVIDEO_PORT", "eighty")
+    with pytest.raises(ValueError, match="SPECVIDEO_PORT='eighty' is not a valid int"):
+        parse_args([])
+
+
+def test_python_app_py_serves_on_the_given_port(text_only_models):
+    port = free_port()
+    env = {**os.environ, "SPECVIDEO_MODELS": str(text_only_models), "SPECVIDEO_PORT": str(port)}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen(
+        [sys.executable, "app.py", "--host", "127.0.0.1"],
+        cwd=root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        page = _wait_for(f"http://127.0.0.1:{port}/", proc)
+        assert "specvideo" in page
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _wait_for(url: str, proc: subprocess.Popen, timeout: float = 180.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(
+                f"app.py exited with {proc.returncode}: {proc.stderr.read().decode()[-2000:]}"
+            )
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.read().decode()
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"app.py did not serve {url} within {timeout} s")
