@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from specvideo.errors import one_line
 from specvideo.text.config import TEXT_DEFAULTS
 
 
@@ -430,7 +431,9 @@ def _run_video(args: argparse.Namespace) -> int:
         # Only the last P frames are kept, downscaled on decode: memory stays bounded for any input.
         clip = read_video(args.input, max_frames=P, from_end=True, max_side=VIDEO_DEFAULTS.max_input_side)
         if clip.num_frames < P:
-            raise UsageError(f"{args.input} has {clip.num_frames} frame(s); the model needs {P} context frames")
+            raise UsageError(
+                f"{args.input} has {clip.num_frames} frame(s); the model needs {P} context frames"
+            )
     context = clip.frames[-P:]
     out = pipe(
         context,
@@ -563,7 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except (ValueError, TypeError, OSError) as err:
-        print(f"specvideo: error: {_one_line(err)}", file=sys.stderr)
+        print(f"specvideo: error: {one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("specvideo: interrupted", file=sys.stderr)
@@ -572,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("SPECVIDEO_DEBUG"):
             raise
         print(
-            f"specvideo: internal error ({type(err).__name__}): {_one_line(err)} (SPECVIDEO_DEBUG=1 for details)",
+            f"specvideo: internal error ({type(err).__name__}): {one_line(err)} (SPECVIDEO_DEBUG=1 for details)",
             file=sys.stderr,
         )
         return 1
@@ -588,11 +591,6 @@ def _quiet_libraries() -> None:
 
     diffusers_logging.set_verbosity_error()
     diffusers_logging.disable_progress_bar()
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return text or type(err).__name__
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from specvideo.cli import _one_line
+from specvideo.errors import one_line
 
 STATS_HEADERS = ["statistic", "value"]
 SCRATCH_MAX_AGE_S = 3600.0
@@ -27,9 +27,9 @@ def user_errors() -> Iterator[None]:
     except gr.Error:
         raise
     except (ValueError, TypeError, OSError) as err:  # VideoReadError is a ValueError
-        raise gr.Error(_one_line(err)) from err
+        raise gr.Error(one_line(err)) from err
     except Exception as err:
-        raise gr.Error(f"internal error ({type(err).__name__}): {_one_line(err)}") from err
+        raise gr.Error(f"internal error ({type(err).__name__}): {one_line(err)}") from err
 
 
 def check(ok: bool, message: str) -> None:

@@ -173,7 +173,7 @@ class TextTab:
             request = self.request(prompt, drafter, k, temperature, max_new_tokens, seed)
             gen = make_generator(request.drafter, request.k)
             text = ColouredText(gen.tokenizer, request.prompt)
-            run = gen._prepare(request.prompt, **request.generate_kwargs())  # rounds, not only text
+            run = gen.start(request.prompt, **request.generate_kwargs())  # rounds, not only text
             for step in run.steps():
                 text.add(step.emitted[0], origins(step))
                 yield text.value(), stats_rows(run.stats)

@@ -19,6 +19,7 @@ from specvideo.core.acceptance import greedy_match, rejection_sample
 from specvideo.core.loop import speculate
 from specvideo.core.schedule import make_schedule
 from specvideo.core.types import Draft, SpecStats, Step
+from specvideo.errors import first_line
 from specvideo.paths import shipped
 from specvideo.text.config import DRAFTERS, TEXT_DEFAULTS
 from specvideo.text.drafters import ModelDrafter, NGramDrafter, NullDrafter
@@ -44,7 +45,9 @@ class TextOutput:
 
 
 @dataclass
-class _Run:
+class Run:
+    """One generation in progress: iterate ``steps()`` to run it round by round; ``stats`` fills up."""
+
     drafter: Any
     verifier: TargetVerifier
     accept: Any
@@ -138,7 +141,7 @@ class SpeculativeGenerator:
         token ids. max_new_tokens=0 generates nothing (an empty output); a negative value is an error.
         stop: "eos" (the target's end-of-sequence ids), None (exactly max_new_tokens), or token ids.
         """
-        run = self._prepare(prompt, max_new_tokens, temperature, top_k, top_p, generator, stop)
+        run = self.start(prompt, max_new_tokens, temperature, top_k, top_p, generator, stop)
         for _ in run.steps():
             pass
         return self._output(run)
@@ -151,9 +154,9 @@ class SpeculativeGenerator:
         """
         if self.tokenizer is None:
             raise ValueError("stream() decodes text and needs a tokenizer")
-        return self._stream(self._prepare(prompt, **kwargs))
+        return self._stream(self.start(prompt, **kwargs))
 
-    def _stream(self, run: _Run) -> Iterator[str | list[str]]:
+    def _stream(self, run: Run) -> Iterator[str | list[str]]:
         decoded = [""] * run.prompt.batch_size
         for _ in run.steps():
             pieces = []
@@ -165,7 +168,7 @@ class SpeculativeGenerator:
             if any(pieces):
                 yield pieces if run.prompt.is_batch else pieces[0]
 
-    def _prepare(
+    def start(
         self,
         prompt,
         max_new_tokens: int = D.max_new_tokens,
@@ -174,7 +177,10 @@ class SpeculativeGenerator:
         top_p: float | None = D.top_p,
         generator: torch.Generator | None = None,
         stop: str | int | list[int] | None = "eos",
-    ) -> _Run:
+    ) -> Run:
+        """Check the settings, encode the prompt and prefill both models; returns the Run whose
+        ``steps()`` yields each round's ``Step`` (what was drafted, accepted and emitted), for callers
+        that show rounds as they happen (the web demo colours tokens by origin)."""
         sampling = SamplingConfig(temperature, top_k, top_p)
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
@@ -185,7 +191,7 @@ class SpeculativeGenerator:
         for part in (verifier, drafter):
             part.start(encoded.input_ids, encoded.attention_mask)
         kwargs = {"threshold": self.confidence_threshold} if self.schedule_name == "confidence" else {}
-        return _Run(
+        return Run(
             drafter=drafter,
             verifier=verifier,
             accept=_accept_rule(sampling, generator),
@@ -217,7 +223,7 @@ class SpeculativeGenerator:
             return frozenset(stop)
         raise ValueError(f"stop must be 'eos', None, a token id or a list of token ids, got {stop!r}")
 
-    def _output(self, run: _Run) -> TextOutput:
+    def _output(self, run: Run) -> TextOutput:
         token_ids = run.verifier.outputs
         texts = None
         if self.tokenizer is not None:
@@ -265,7 +271,7 @@ def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedM
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     except Exception as err:  # transformers raises OSError, ValueError, safetensors errors, ...
         where = "model directory" if local else "model directory or cached Hub model"
-        reason = _first_line(err)
+        reason = first_line(err)
         if "ignore_mismatched_sizes" in reason:  # transformers points at a report it logged
             reason = "the weights' shapes do not match config.json (a wrong or edited config?)"
         raise ValueError(f"cannot load a causal LM from {where} {path!r}: {reason}") from err
@@ -280,10 +286,5 @@ def _load_tokenizer(path: str):
         return AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as err:
         if any(os.path.isfile(os.path.join(path, name)) for name in TOKENIZER_FILES):
-            raise ValueError(f"cannot load the tokenizer in {path!r}: {_first_line(err)}") from err
+            raise ValueError(f"cannot load the tokenizer in {path!r}: {first_line(err)}") from err
         return None
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else type(err).__name__

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from specvideo.core.acceptance import threshold_accept
 from specvideo.core.loop import speculate
 from specvideo.core.schedule import make_schedule
+from specvideo.errors import first_line
 from specvideo.paths import shipped
 from specvideo.video.config import MODES, VIDEO_DEFAULTS
 from specvideo.video.drafters import DRAFTERS, FrameDrafter, LearnedDrafter, make_drafter
@@ -230,7 +231,7 @@ def _load_part(path: Path, load):
     try:
         return load(path)
     except Exception as err:
-        raise ValueError(f"cannot load {path}: {_first_line(err)}") from err
+        raise ValueError(f"cannot load {path}: {first_line(err)}") from err
 
 
 def _read_json(path: Path) -> dict:
@@ -258,11 +259,6 @@ def _load_drafter(path: Path, drafter: str | FrameDrafter | None) -> FrameDrafte
             raise ValueError(f"drafter 'learned' needs trained weights in {path}")
         return _load_part(path, lambda p: LearnedDrafter.from_pretrained(p, local_files_only=True))
     return make_drafter(name)
-
-
-def _first_line(err: Exception) -> str:
-    lines = str(err).strip().splitlines()
-    return lines[0] if lines else type(err).__name__
 
 
 def _drafter_name(drafter: FrameDrafter) -> str:

@@ -54,6 +54,8 @@ def test_verifier_and_drafter_train_resume_and_export(tmp_path):
         np.zeros((2, 16, 16, 3), np.uint8), num_frames=2, num_inference_steps=2, progress=False
     ).frames
     assert frames.shape == (2, 16, 16, 3)
+    grid = (tmp_path / "out" / "samples.png").read_bytes()
+    assert grid.startswith(b"\x89PNG")
 
 
 def test_shipped_scale_fits_the_budget():
