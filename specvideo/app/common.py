@@ -17,6 +17,8 @@ from specvideo.errors import one_line
 
 STATS_HEADERS = ["statistic", "value"]
 SCRATCH_MAX_AGE_S = 3600.0
+SCRATCH_KEEP = 4  # request folders on disk at most (the video action runs one request at a time)
+_SCRATCH_LOCK = threading.Lock()
 
 
 @contextmanager
@@ -72,9 +74,12 @@ def scratch_root() -> Path:
 
 
 def request_dir() -> Path:
-    """A fresh folder for one request's files; folders older than an hour are removed."""
-    root = scratch_root()
-    for old in root.glob("req-*"):
-        if time.time() - old.stat().st_mtime > SCRATCH_MAX_AGE_S:
-            shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix="req-", dir=root))
+    """A fresh folder for one request's files. Gradio copies the outputs into its cache when the
+    request returns, so only the newest SCRATCH_KEEP folders are kept, none older than an hour."""
+    with _SCRATCH_LOCK:
+        root = scratch_root()
+        folders = sorted(root.glob("req-*"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for rank, old in enumerate(folders):
+            if rank >= SCRATCH_KEEP - 1 or time.time() - old.stat().st_mtime > SCRATCH_MAX_AGE_S:
+                shutil.rmtree(old, ignore_errors=True)
+        return Path(tempfile.mkdtemp(prefix="req-", dir=root))

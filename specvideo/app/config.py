@@ -21,6 +21,7 @@ class AppConfig:
     max_pixels: int = 1920 * 1080  # input video resolution (width x height)
     max_new_tokens: int = 256
     max_prompt_chars: int = 4000
+    cache_max_age_s: int = 3600  # uploads and outputs in gradio's cache: deleted after 1 to 2 x this
 
 
 APP_DEFAULTS = AppConfig()

@@ -32,7 +32,12 @@ def limits_text(c: AppConfig) -> str:
 def build_demo(config: AppConfig | None = None) -> gr.Blocks:
     """The two-tab demo, queued. Models load on the first request that needs them."""
     config = config or from_env()
-    with gr.Blocks(title="specvideo", analytics_enabled=False) as demo:  # offline: no telemetry
+    age = config.cache_max_age_s
+    with gr.Blocks(
+        title="specvideo",
+        analytics_enabled=False,  # offline: no telemetry
+        delete_cache=(age, age),  # every `age` s, uploads and outputs older than `age` s are deleted
+    ) as demo:
         gr.Markdown(INTRO)
         gr.Markdown(limits_text(config), elem_id="limits")
         with gr.Tabs():

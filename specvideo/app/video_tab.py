@@ -22,6 +22,7 @@ from specvideo.app.common import (
     user_errors,
 )
 from specvideo.app.config import AppConfig
+from specvideo.errors import one_line
 from specvideo.paths import shipped
 from specvideo.video import DRAFTERS, METRICS, VideoClip, make_drafter, probe_video, read_video, write_video
 from specvideo.video.config import VIDEO_DEFAULTS
@@ -82,13 +83,15 @@ def read_context(path: str, num_context: int, config: AppConfig) -> VideoClip:
     """The last ``num_context`` frames of a video (the file is decoded, only those frames are kept)."""
     try:
         info = probe_video(path)
+        check(
+            info.width * info.height <= config.max_pixels,
+            f"the video is {info.width}x{info.height}; the demo takes at most {config.max_pixels} pixels per frame",
+        )
+        clip = read_video(path, max_frames=num_context, from_end=True, max_side=D.max_input_side)
+    except gr.Error:  # a ValueError too
+        raise
     except ValueError as err:  # the user's file name, not the server's upload path
-        raise gr.Error(str(err).replace(str(path), Path(path).name)) from err
-    check(
-        info.width * info.height <= config.max_pixels,
-        f"the video is {info.width}x{info.height}; the demo takes at most {config.max_pixels} pixels per frame",
-    )
-    clip = read_video(path, max_frames=num_context, from_end=True, max_side=D.max_input_side)
+        raise gr.Error(one_line(err).replace(str(path), Path(path).name)) from err
     check(
         clip.num_frames >= num_context,
         f"the video has {clip.num_frames} frame(s); the model needs {num_context} context frames",

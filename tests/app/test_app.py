@@ -20,7 +20,7 @@ from specvideo.core.types import Draft, Step, Verdict
 from specvideo.text import SpeculativeGenerator
 from specvideo.video import probe_video, read_video, write_video
 from specvideo.video.data import moving_shapes
-from tests.app.conftest import SIZE, free_port
+from tests.conftest import SIZE, free_port
 
 # ---------------------------------------------------------------- text
 

@@ -1,5 +1,6 @@
-"""A demo server on tiny random models: models/text/{target,draft} and models/video in a tmp dir,
-found through SPECVIDEO_MODELS, served in-process over real HTTP on a free port."""
+"""Fixtures shared by tests/app and tests/reliability: a demo server on tiny random models
+(models/text/{target,draft} and models/video in a tmp dir, found through SPECVIDEO_MODELS), served
+in-process over real HTTP on a free port. Gradio and diffusers are imported only when used."""
 
 from __future__ import annotations
 
@@ -8,19 +9,20 @@ from dataclasses import replace
 
 import pytest
 import torch
-from diffusers import UNet2DModel
 
-from specvideo.app import APP_DEFAULTS, build_demo, launch
-from specvideo.video import FlowDrafter
-from specvideo.video.pipeline import SpeculativeVideoPipeline
-from specvideo.video.verifier import DiffusionVerifier
 from tests.helpers import perturbed_copy, save_model_dir, tiny_tokenizer
 
 P, SIZE = 2, 16  # context frames and resolution of the tiny video model
 MAX_FILE_SIZE = "1mb"
 
 
-def tiny_video_pipeline(seed: int = 0) -> SpeculativeVideoPipeline:
+def tiny_video_pipeline(seed: int = 0):
+    from diffusers import UNet2DModel
+
+    from specvideo.video import FlowDrafter
+    from specvideo.video.pipeline import SpeculativeVideoPipeline
+    from specvideo.video.verifier import DiffusionVerifier
+
     torch.manual_seed(seed)
     unet = UNet2DModel(
         sample_size=SIZE,
@@ -65,6 +67,8 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def server(tiny_models):
     """The demo's URL; SPECVIDEO_MODELS points at the tiny models for the whole session."""
+    from specvideo.app import APP_DEFAULTS, build_demo, launch
+
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPECVIDEO_MODELS", str(tiny_models))
         config = replace(APP_DEFAULTS, port=free_port(), max_file_size=MAX_FILE_SIZE)
