@@ -19,6 +19,7 @@ from specvideo.app.text_tab import ACCEPTED, BONUS, CORRECTION, origins
 from specvideo.core.types import Draft, Step, Verdict
 from specvideo.text import SpeculativeGenerator
 from specvideo.video import probe_video, read_video, write_video
+from specvideo.video.config import VIDEO_DEFAULTS
 from specvideo.video.data import moving_shapes
 from tests.conftest import SIZE, free_port
 
@@ -113,7 +114,10 @@ def test_video_defaults_use_the_synthetic_example(client):
     assert read_video(sbs).frames.shape == (16, SIZE, 3 * SIZE, 3)  # context | draft | final
     assert plot["type"] == "matplotlib" and plot["plot"].startswith("data:image/")
     stats = stats_dict(table)
-    assert stats["frames generated"] == "16" and "target-only: 400" in stats["UNet evaluations"]
+    assert (
+        stats["frames generated"] == "16"
+        and f"target-only: {16 * VIDEO_DEFAULTS.num_inference_steps}" in stats["UNet evaluations"]
+    )
 
 
 def test_video_upload_custom_settings_and_target_only(client, tmp_path):

@@ -24,6 +24,7 @@ from specvideo.bench.video import (
     write_report,
 )
 from specvideo.cli import main
+from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.data import moving_shapes
 from specvideo.video.drafters import FramePredictor, LearnedDrafter, LinearDrafter
 from specvideo.video.io import write_video
@@ -65,8 +66,8 @@ def config(**kwargs) -> BenchVideoConfig:
         num_synthetic=2,
         num_real=1,
         num_frames=F,
-        thresholds=(-1.0, 0.85),  # SSIM >= -1 always: every draft accepted
-        strengths=(0.8,),
+        thresholds=(-1.0, D.threshold),  # SSIM >= -1 always: every draft accepted
+        strengths=(D.strength,),
         num_inference_steps=N,
     )
     return BenchVideoConfig(**{**base, **kwargs})
@@ -92,10 +93,10 @@ EXPECTED = [
     "draft-learned",
     "first-target+flow",
     "first-target+learned",
-    "spec-flow-s0.8-t-1",
-    "spec-flow-s0.8-t0.85",
-    "spec-learned-s0.8-t-1",
-    "spec-learned-s0.8-t0.85",
+    f"spec-flow-s{D.strength}-t-1",
+    DEFAULT_NAME := f"spec-flow-s{D.strength}-t{D.threshold}",
+    f"spec-learned-s{D.strength}-t-1",
+    f"spec-learned-s{D.strength}-t{D.threshold}",
 ]
 
 
@@ -107,10 +108,10 @@ def test_every_method_on_every_workload(results):
     table = to_markdown(results)
     assert "### Synthetic" in table and "### Real" in table
     assert all(f"| {name} |" in table or f"**{name}**" in table for name in EXPECTED)
-    # the default setting (flow, tau 0.85, s 0.8) is in the sweep and marked, once per workload
+    # the default setting (VIDEO_DEFAULTS) is in the sweep and marked, once per workload
     defaults = [r for r in results.rows if r.is_default]
-    assert [r.method for r in defaults] == ["spec-flow-s0.8-t0.85"] * 2
-    assert "**spec-flow-s0.8-t0.85** (default)" in table
+    assert [r.method for r in defaults] == [DEFAULT_NAME] * 2
+    assert f"**{DEFAULT_NAME}** (default)" in table
 
 
 def test_numbers_add_up(results):
@@ -228,7 +229,16 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     frames = np.random.default_rng(0).integers(0, 256, (9, 24, 32, 3), dtype=np.uint8)
     write_video(frames, video, fps=8)
     argv = ["bench", "video", "--model", str(model_dir), "--no-write", "--json", "--clips", str(video)]
-    argv += ["--num-frames", "2", "--steps", "2", "--thresholds", "0.85", "--strengths", "0.8"]
+    argv += [
+        "--num-frames",
+        "2",
+        "--steps",
+        "2",
+        "--thresholds",
+        str(D.threshold),
+        "--strengths",
+        str(D.strength),
+    ]
     argv += ["--drafters", "copy", "--sweep-drafters", "flow"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
@@ -237,7 +247,7 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
         "target",
         "draft-copy",
         "first-target+flow",
-        "spec-flow-s0.8-t0.85",
+        DEFAULT_NAME,
     ]
     assert out["command"].startswith("specvideo bench video --model ")
     assert not (tmp_path / "video_pareto.png").exists()

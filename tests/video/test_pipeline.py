@@ -245,7 +245,17 @@ def test_cli_video_demo_needs_no_input(pipe, tmp_path, capsys):
 
     pipe.save_pretrained(tmp_path / "model")
     out = tmp_path / "demo.mp4"
-    argv = ["video", "--demo", str(out), "--model", str(tmp_path / "model"), "--num-frames", "3", "--steps", "2"]
+    argv = [
+        "video",
+        "--demo",
+        str(out),
+        "--model",
+        str(tmp_path / "model"),
+        "--num-frames",
+        "3",
+        "--steps",
+        "2",
+    ]
     assert main(argv) == 0
     assert read_video(out).frames.shape == (3, SIZE, SIZE, 3)
     assert main(["video", "--model", str(tmp_path / "model")]) == 2  # neither input nor --demo
