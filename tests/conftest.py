@@ -8,7 +8,6 @@ import socket
 from dataclasses import replace
 
 import pytest
-import torch
 
 from tests.helpers import perturbed_copy, save_model_dir, tiny_tokenizer
 
@@ -17,24 +16,12 @@ MAX_FILE_SIZE = "1mb"
 
 
 def tiny_video_pipeline(seed: int = 0):
-    from diffusers import UNet2DModel
-
     from specvideo.video import FlowDrafter
     from specvideo.video.pipeline import SpeculativeVideoPipeline
     from specvideo.video.verifier import DiffusionVerifier
+    from tests.helpers import tiny_unet
 
-    torch.manual_seed(seed)
-    unet = UNet2DModel(
-        sample_size=SIZE,
-        in_channels=3 * (P + 1),
-        out_channels=3,
-        block_out_channels=(8, 16),
-        layers_per_block=1,
-        down_block_types=("DownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "UpBlock2D"),
-        norm_num_groups=8,
-        add_attention=False,
-    ).eval()
+    unet = tiny_unet(SIZE, P, seed)
     return SpeculativeVideoPipeline(DiffusionVerifier(unet), FlowDrafter())
 
 

@@ -75,3 +75,21 @@ def save_model_dir(path, vocab_size: int, seed: int, tokenizer=None, **kwargs):
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
     return model
+
+
+def tiny_unet(size: int = 16, context_frames: int = 2, seed: int = 0, norm_num_groups: int = 8):
+    """A tiny verifier UNet2DModel (no attention): in_channels = 3 (P + 1), two levels of 8/16."""
+    from diffusers import UNet2DModel
+
+    torch.manual_seed(seed)
+    return UNet2DModel(
+        sample_size=size,
+        in_channels=3 * (context_frames + 1),
+        out_channels=3,
+        block_out_channels=(8, 16),
+        layers_per_block=1,
+        down_block_types=("DownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "UpBlock2D"),
+        norm_num_groups=norm_num_groups,
+        add_attention=False,
+    ).eval()

@@ -7,7 +7,6 @@ import re
 import numpy as np
 import pytest
 import torch
-from diffusers import UNet2DModel
 
 from specvideo.bench.video import (
     DEFAULT_SETTING,
@@ -30,6 +29,7 @@ from specvideo.video.drafters import FramePredictor, LearnedDrafter, LinearDraft
 from specvideo.video.io import write_video
 from specvideo.video.pipeline import SpeculativeVideoPipeline
 from specvideo.video.verifier import DiffusionVerifier
+from tests.helpers import tiny_unet
 
 P, SIZE, N, F = 2, 16, 3, 3  # context frames, resolution, full-sampler steps, generated frames
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -45,18 +45,7 @@ def one_thread():
 
 
 def tiny_pipe(drafter=None) -> SpeculativeVideoPipeline:
-    torch.manual_seed(0)
-    unet = UNet2DModel(
-        sample_size=SIZE,
-        in_channels=3 * (P + 1),
-        out_channels=3,
-        block_out_channels=(8, 16),
-        layers_per_block=1,
-        down_block_types=("DownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "UpBlock2D"),
-        norm_num_groups=8,
-        add_attention=False,
-    ).eval()
+    unet = tiny_unet(SIZE, P)
     learned = LearnedDrafter(FramePredictor(context_frames=P, hidden=8, dilations=(1, 2)))
     return SpeculativeVideoPipeline(DiffusionVerifier(unet), drafter or learned)
 

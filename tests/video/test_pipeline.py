@@ -11,23 +11,13 @@ from PIL import Image
 from specvideo.video.drafters import CopyLastDrafter, LinearDrafter
 from specvideo.video.pipeline import SpeculativeVideoPipeline
 from specvideo.video.verifier import DiffusionVerifier
+from tests import helpers
 
 P, SIZE, N = 2, 16, 4  # context frames, resolution, full-sampler steps
 
 
 def tiny_unet(seed: int = 0) -> UNet2DModel:
-    torch.manual_seed(seed)
-    return UNet2DModel(
-        sample_size=SIZE,
-        in_channels=3 * (P + 1),
-        out_channels=3,
-        block_out_channels=(8, 16),
-        layers_per_block=1,
-        down_block_types=("DownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "UpBlock2D"),
-        norm_num_groups=4,
-        add_attention=False,
-    ).eval()
+    return helpers.tiny_unet(SIZE, P, seed, norm_num_groups=4)
 
 
 @pytest.fixture(scope="module")

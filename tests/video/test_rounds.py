@@ -5,28 +5,17 @@ import math
 
 import numpy as np
 import torch
-from diffusers import UNet2DModel
 
 from specvideo.video.drafters import LinearDrafter
 from specvideo.video.pipeline import SpeculativeVideoPipeline
 from specvideo.video.verifier import DiffusionVerifier
+from tests.helpers import tiny_unet
 
 P, SIZE, N = 2, 16, 3
 
 
 def tiny_pipe() -> SpeculativeVideoPipeline:
-    torch.manual_seed(0)
-    unet = UNet2DModel(
-        sample_size=SIZE,
-        in_channels=3 * (P + 1),
-        out_channels=3,
-        block_out_channels=(8, 16),
-        layers_per_block=1,
-        down_block_types=("DownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "UpBlock2D"),
-        norm_num_groups=8,
-        add_attention=False,
-    ).eval()
+    unet = tiny_unet(SIZE, P)
     return SpeculativeVideoPipeline(DiffusionVerifier(unet), LinearDrafter())
 
 
