@@ -417,6 +417,8 @@ def _run_video(args: argparse.Namespace) -> int:
 
     if (args.input is None) == (args.demo is None):
         raise UsageError("give either an input video or --demo OUT")
+    if args.demo and args.out and args.out != args.demo:
+        raise UsageError("--demo OUT already names the output; drop --out")
     args.out = args.out or args.demo
     if args.out is None:
         raise UsageError("--out is required with an input video")

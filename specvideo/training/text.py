@@ -157,7 +157,8 @@ def heldout_loss(model: LlamaForCausalLM, data: np.ndarray, cfg: TrainConfig) ->
     return float(np.mean(losses))
 
 
-def lr_at(step: int, total: int, cfg: TrainConfig, peak: float) -> float:
+def lr_at(step: int, total: int, cfg, peak: float) -> float:
+    """Linear warm-up over cfg.warmup steps, then cosine down to cfg.min_lr_ratio * peak."""
     if step < cfg.warmup:
         return peak * (step + 1) / cfg.warmup
     progress = min(1.0, (step - cfg.warmup) / max(1, total - cfg.warmup))

@@ -13,7 +13,6 @@ evaluation reports generation-from-noise quality against the copy and flow draft
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from diffusers.training_utils import EMAModel
 from einops import rearrange
 from tqdm import tqdm
 
+from specvideo.training.text import lr_at  # the same warm-up + cosine schedule
 from specvideo.video.data import TRAIN_SEEDS, RealClips, heldout_real, heldout_synthetic, moving_shapes
 from specvideo.video.drafters import FlowDrafter, FramePredictor, LearnedDrafter
 from specvideo.video.io import frames_to_tensor
@@ -166,13 +166,6 @@ def generation_ssim(unet: UNet2DModel, clips: torch.Tensor, steps: int = 25) -> 
 
 
 # ---------------------------------------------------------------- training loops
-
-
-def lr_at(step: int, total: int, cfg: VideoTrainConfig, peak: float) -> float:
-    if step < cfg.warmup:
-        return peak * (step + 1) / cfg.warmup
-    progress = min(1.0, (step - cfg.warmup) / max(1, total - cfg.warmup))
-    return peak * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 class Checkpointed:

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-import torch
 
 from specvideo.bench.text import (
     FAMILIES,
@@ -23,15 +22,6 @@ from tests.helpers import perturbed_copy, save_model_dir, tiny_tokenizer
 
 NEW = 8
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny matmuls on a busy machine: several threads only fight over the cores (10x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

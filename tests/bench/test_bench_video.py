@@ -35,15 +35,6 @@ P, SIZE, N, F = 2, 16, 3, 3  # context frames, resolution, full-sampler steps, g
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny convolutions on a busy machine: several threads only fight over the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def tiny_pipe(drafter=None) -> SpeculativeVideoPipeline:
     unet = tiny_unet(SIZE, P)
     learned = LearnedDrafter(FramePredictor(context_frames=P, hidden=8, dilations=(1, 2)))

@@ -22,7 +22,8 @@ from gradio_client.exceptions import AppError
 
 from specvideo.video import read_video, write_video
 from tests.conftest import SIZE
-from tests.video.test_io import ffmpeg, smooth_frames
+from tests.reliability.test_video_inputs import H264, _lavfi
+from tests.video.test_io import smooth_frames
 
 FAST = dict(num_frames=2, steps=2, refine_steps=1)  # the cheapest video request
 SYNTHETIC = "moving shapes (synthetic)"
@@ -101,18 +102,6 @@ def _truncated(tmp: Path) -> Path:
     data = write_video(smooth_frames(6), tmp / "whole.mp4", fps=10).read_bytes()
     (tmp / "cut.mp4").write_bytes(data[: int(len(data) * 0.6)])
     return tmp / "cut.mp4"
-
-
-def _lavfi(name: str, size: str, *args: str, frames: int = 3, rate: int = 10) -> Callable[[Path], Path]:
-    def make(tmp: Path) -> Path:
-        source = ["-f", "lavfi", "-i", f"testsrc=size={size}:rate={rate}"]
-        ffmpeg(*source, "-frames:v", str(frames), *args, str(tmp / name))
-        return tmp / name
-
-    return make
-
-
-H264 = ["-c:v", "libx264", "-pix_fmt", "yuv420p"]
 
 
 @dataclass(frozen=True)

@@ -250,6 +250,8 @@ def test_cli_video_demo_needs_no_input(pipe, tmp_path, capsys):
     assert read_video(out).frames.shape == (3, SIZE, SIZE, 3)
     assert main(["video", "--model", str(tmp_path / "model")]) == 2  # neither input nor --demo
     assert "either an input video or --demo" in capsys.readouterr().err
+    assert main(["video", "--demo", str(out), "--out", str(tmp_path / "other.mp4")]) == 2
+    assert "drop --out" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["DDPMScheduler", "EulerDiscreteScheduler", "DPMSolverMultistepScheduler"])
