@@ -485,7 +485,7 @@ def _add_train(commands) -> None:
     p = commands.add_parser("train", help="the recipes that produced the shipped weights")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     t = kinds.add_parser("text", help="tokenizer, target and distilled draft for code completion")
-    t.add_argument("--stage", default="all", choices=["all", "tokenizer", "sizes", "target", "draft"])
+    t.add_argument("--stage", default="all", choices=["all", "tokenizer", "sizes", "target", "draft", "draft-more"])
     t.add_argument("--out", default=d.out, help="where the models are saved")
     t.add_argument("--work", default=d.work, help="checkpoints, logs and token caches (resumable)")
     t.add_argument(
@@ -509,11 +509,13 @@ def _add_train_video(kinds) -> None:
     d = VideoTrainConfig()
     for stage, steps, what in [
         ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
+        ("hint", d.hint_steps, "the verifier widened for the flow hint, trained on from video-verifier"),
         ("drafter", d.drafter_steps, "the learned frame predictor"),
     ]:
         v = kinds.add_parser(f"video-{stage}", help=what)
         v.add_argument("--steps", type=int, default=steps)
         v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
+        v.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between held-out evaluations")
         v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
         v.add_argument("--device", default=d.device)
         v.add_argument("--seed", type=int, default=d.seed)
@@ -534,10 +536,15 @@ def _run_train_video(args: argparse.Namespace) -> int:
     if args.stage == "export":
         print(f"wrote {video.export(replace(cfg, out=args.out), drafter=args.drafter)}")
         return 0
-    steps = {"verifier_steps" if args.stage == "verifier" else "drafter_steps": args.steps}
-    cfg = replace(cfg, max_minutes=args.max_minutes, device=args.device, seed=args.seed, **steps)
-    train = video.train_verifier if args.stage == "verifier" else video.train_drafter
-    print(json.dumps(train(cfg), indent=2))
+    steps = {f"{args.stage}_steps": args.steps}
+    cfg = replace(
+        cfg, max_minutes=args.max_minutes, eval_every=args.eval_every, device=args.device, seed=args.seed, **steps
+    )
+    if args.stage == "drafter":
+        result = video.train_drafter(cfg)
+    else:
+        result = video.train_verifier(cfg, hint_stage=args.stage == "hint")
+    print(json.dumps(result, indent=2))
     return 0
 
 

@@ -498,8 +498,8 @@ def measure_costs(pipe, drafters: dict[str, FrameDrafter], clip: BenchClip, repe
     """Median seconds of one UNet evaluation (batch 1) and of one drafted frame per drafter; also
     the untimed warm-up of both."""
     unet, device = pipe.unet, pipe.verifier.device
-    P, (H, W) = pipe.verifier.num_context_frames, pipe.verifier.resolution
-    x = torch.randn(1, 3 * (P + 1), H, W, generator=torch.Generator().manual_seed(0)).to(device, unet.dtype)
+    C, (H, W) = unet.config.in_channels, pipe.verifier.resolution
+    x = torch.randn(1, C, H, W, generator=torch.Generator().manual_seed(0)).to(device, unet.dtype)
     t = torch.tensor([500], device=device)
     with torch.inference_mode():
         unet_s = _median_time(lambda: unet(x, t), repeats, device)

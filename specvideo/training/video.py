@@ -4,6 +4,9 @@ Stages (each resumable from <work>/<stage>/checkpoint.pt, each logging to <work>
   verifier  a conditional ``UNet2DModel`` (noisy frame + P context frames on channels), trained with
             x0-prediction (``prediction_type="sample"``) and an EMA of its weights, on a mix of
             procedural moving shapes and crops of the train split of the real sample videos
+  hint      the verifier's EMA weights widened by three input channels for the flow hint (the flow
+            drafter's extrapolation of the context, zero-initialised weights), trained on with the
+            same loss and data: the shipped verifier
   drafter   a ``FramePredictor`` trained on the same data, unrolled on its own outputs
   export    EMA verifier + drafter -> a ``SpeculativeVideoPipeline`` directory (fp16 safetensors)
 Held-out synthetic seeds and the held-out 30% of the real videos are only ever evaluated on; every
@@ -22,7 +25,6 @@ import torch
 import torch.nn.functional as F
 from diffusers import UNet2DModel
 from diffusers.training_utils import EMAModel
-from einops import rearrange
 from tqdm import tqdm
 
 from specvideo.training.text import lr_at  # the same warm-up + cosine schedule
@@ -30,7 +32,7 @@ from specvideo.video.data import TRAIN_SEEDS, RealClips, heldout_real, heldout_s
 from specvideo.video.drafters import FlowDrafter, FramePredictor, LearnedDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import ssim
-from specvideo.video.verifier import DiffusionVerifier, default_scheduler
+from specvideo.video.verifier import DiffusionVerifier, condition, default_scheduler, widen_for_hint
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,10 @@ class VideoTrainConfig:
     warmup: int = 100
     min_lr_ratio: float = 0.1
     ema_decay: float = 0.999
-    verifier_steps: int = 2400
+    verifier_steps: int = 2000
+    hint: str | None = "flow"  # the hint stage's conditioning (see DiffusionVerifier)
+    hint_steps: int = 1000
+    hint_lr: float = 3e-4
     drafter_steps: int = 600
     drafter_hidden: int = 32
     drafter_unroll: int = 2
@@ -127,33 +132,35 @@ def num_params(model: torch.nn.Module) -> int:
 EVAL_TIMESTEPS = (100, 300, 500, 700, 900)
 
 
-def x0_loss(unet: UNet2DModel, scheduler, clips: torch.Tensor, t: torch.Tensor, noise: torch.Tensor):
+def x0_loss(
+    unet: UNet2DModel, scheduler, clips: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, hint: str | None = None
+):
     """MSE of the x0 estimate of the last frame given the P frames before it. clips: (B, P+1, 3, H, W)."""
     x0 = clips[:, -1]  # (B, 3, H, W)
-    cond = rearrange(clips[:, :-1], "b p c h w -> b (p c) h w")  # (B, 3P, H, W)
+    cond = condition(clips[:, :-1], hint)  # (B, C, H, W)
     noisy = scheduler.add_noise(x0, noise, t)  # (B, 3, H, W)
     pred = unet(torch.cat([noisy, cond], dim=1), t).sample  # (B, 3, H, W)
     return F.mse_loss(pred, x0)
 
 
 @torch.inference_mode()
-def verifier_heldout_loss(unet: UNet2DModel, scheduler, clips: torch.Tensor) -> float:
+def verifier_heldout_loss(unet: UNet2DModel, scheduler, clips: torch.Tensor, hint: str | None = None) -> float:
     """Mean x0 MSE over the held-out clips at fixed timesteps with fixed noise."""
     g = torch.Generator().manual_seed(0)
     noise = torch.randn(clips[:, -1].shape, generator=g).to(clips.device)
     losses = [
-        x0_loss(unet, scheduler, clips, torch.full((len(clips),), t, device=clips.device), noise).item()
+        x0_loss(unet, scheduler, clips, torch.full((len(clips),), t, device=clips.device), noise, hint).item()
         for t in EVAL_TIMESTEPS
     ]
     return float(np.mean(losses))
 
 
 @torch.inference_mode()
-def generation_ssim(unet: UNet2DModel, clips: torch.Tensor, steps: int = 25) -> dict:
+def generation_ssim(unet: UNet2DModel, clips: torch.Tensor, steps: int = 25, hint: str | None = None) -> dict:
     """One frame from noise (DDIM, ``steps``) given true context, SSIM to the truth, against copying
     the last frame and the flow drafter. clips: (N, P+1, 3, H, W)."""
-    verifier = DiffusionVerifier(unet, default_scheduler())
-    cond = rearrange(clips[:, :-1], "n p c h w -> n (p c) h w")
+    verifier = DiffusionVerifier(unet, default_scheduler(), hint=hint)
+    cond = verifier.condition(clips[:, :-1])  # (N, C, H, W)
     noise = torch.randn(clips[:, -1].shape, generator=torch.Generator().manual_seed(0)).to(clips.device)
     truth = clips[:, -1]
     generated = verifier.generate(cond, steps, noise)
@@ -239,9 +246,19 @@ def run_stage(name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: fl
     return {"steps": state.step, "minutes": round(state.elapsed / 60, 2), **record}
 
 
-def train_verifier(cfg: VideoTrainConfig) -> dict:
+def train_verifier(cfg: VideoTrainConfig, hint_stage: bool = False) -> dict:
+    """Stage "verifier" (from scratch, no hint) or, with ``hint_stage``, stage "hint": stage one's EMA
+    weights widened for ``cfg.hint`` and trained on."""
     torch.manual_seed(cfg.seed)
-    unet = make_unet(cfg)
+    if hint_stage:
+        base = Path(cfg.work) / "verifier" / "ema_unet"
+        if not base.is_dir():
+            raise ValueError(f"the hint stage starts from the verifier stage's {base}: run video-verifier first")
+        name, hint, steps, lr = "hint", cfg.hint, cfg.hint_steps, cfg.hint_lr
+        unet = widen_for_hint(UNet2DModel.from_pretrained(base))
+    else:
+        name, hint, steps, lr = "verifier", None, cfg.verifier_steps, cfg.lr
+        unet = make_unet(cfg)
     scheduler = default_scheduler()
     ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
     P = cfg.context_frames
@@ -252,21 +269,20 @@ def train_verifier(cfg: VideoTrainConfig) -> dict:
         clips = batches.sample(rng, P + 1).to(cfg.device)
         t = torch.from_numpy(rng.integers(0, T, len(clips))).to(cfg.device)
         noise = torch.from_numpy(rng.standard_normal(clips[:, -1].shape, dtype=np.float32)).to(cfg.device)
-        return x0_loss(model, scheduler, clips, t, noise)
+        return x0_loss(model, scheduler, clips, t, noise, hint)
 
     def evaluate(model):
         ema_unet = _ema_copy(model, ema)
         n = cfg.eval_sequences
-        record = {"heldout_loss": round(verifier_heldout_loss(ema_unet, scheduler, eval_clips), 5)}
-        for name, clips in (("synthetic", eval_clips[:n]), ("real", eval_clips[n:])):
+        record = {"heldout_loss": round(verifier_heldout_loss(ema_unet, scheduler, eval_clips, hint), 5)}
+        for split, clips in (("synthetic", eval_clips[:n]), ("real", eval_clips[n:])):
             if len(clips):
-                record.update(
-                    {f"{name}_{k}": round(v, 4) for k, v in generation_ssim(ema_unet, clips).items()}
-                )
+                ssims = generation_ssim(ema_unet, clips, hint=hint)
+                record.update({f"{split}_{k}": round(v, 4) for k, v in ssims.items()})
         return record
 
-    result = run_stage("verifier", unet, loss_fn, evaluate, cfg.verifier_steps, cfg.lr, cfg, ema=ema)
-    _ema_copy(unet, ema).save_pretrained(Path(cfg.work) / "verifier" / "ema_unet")
+    result = run_stage(name, unet, loss_fn, evaluate, steps, lr, cfg, ema=ema)
+    _ema_copy(unet, ema).save_pretrained(Path(cfg.work) / name / "ema_unet")
     return {"params": num_params(unet), **result}
 
 
@@ -314,16 +330,17 @@ def _ema_copy(model: UNet2DModel, ema: EMAModel) -> UNet2DModel:
 
 
 def export(cfg: VideoTrainConfig, drafter: str = "flow") -> Path:
-    """Assemble models/video from the stages' outputs: fp16 weights, default drafter ``drafter``, and
-    samples.png (held-out examples with the pipeline's current defaults)."""
+    """Assemble models/video from the stages' outputs (the hint stage's verifier where it ran, else the
+    verifier stage's): fp16 weights, default drafter ``drafter``, and samples.png (held-out examples with the pipeline's current defaults)."""
     from specvideo.video.pipeline import SpeculativeVideoPipeline
 
     work = Path(cfg.work)
-    unet = UNet2DModel.from_pretrained(work / "verifier" / "ema_unet").half()
+    stage, hint = ("hint", cfg.hint) if (work / "hint" / "ema_unet").is_dir() else ("verifier", None)
+    unet = UNet2DModel.from_pretrained(work / stage / "ema_unet").half()
     learned = work / "drafter" / "model"
     predictor = FramePredictor.from_pretrained(learned).half() if learned.is_dir() else None
     pipe = SpeculativeVideoPipeline(
-        DiffusionVerifier(unet, default_scheduler()), LearnedDrafter(predictor) if predictor else None
+        DiffusionVerifier(unet, default_scheduler(), hint=hint), LearnedDrafter(predictor) if predictor else None
     )
     pipe.save_pretrained(cfg.out, default_drafter=drafter)
     (Path(cfg.out) / "training_config.json").write_text(json.dumps(asdict(cfg), indent=2))

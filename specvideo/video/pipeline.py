@@ -180,7 +180,8 @@ class SpeculativeVideoPipeline:
     # ------------------------------------------------------------------ save / load
 
     def save_pretrained(self, path: str | Path, default_drafter: str | None = None) -> None:
-        """Write unet/, scheduler/, drafter/ and model_index.json (to a temp dir, then renamed).
+        """Write unet/, scheduler/, drafter/ and model_index.json (to a temp dir, then renamed);
+        other files already in ``path`` (a README, sample images) are kept.
 
         ``default_drafter`` names the drafter ``from_pretrained`` picks (default: this pipeline's);
         a learned drafter's weights are saved either way."""
@@ -195,8 +196,16 @@ class SpeculativeVideoPipeline:
         (tmp / "drafter" / "drafter.json").write_text(
             json.dumps({"name": default_drafter or self.drafter_name})
         )
-        index = {"_class_name": type(self).__name__, "num_context_frames": self.verifier.num_context_frames}
+        index = {
+            "_class_name": type(self).__name__,
+            "num_context_frames": self.verifier.num_context_frames,
+            "hint": self.verifier.hint,
+        }
         (tmp / "model_index.json").write_text(json.dumps(index, indent=2))
+        if path.is_dir():  # keep what lives beside the parts (README, sample grids, ...)
+            for item in path.iterdir():
+                if not (tmp / item.name).exists():
+                    item.rename(tmp / item.name)
         shutil.rmtree(path, ignore_errors=True)
         tmp.rename(path)
 
@@ -216,9 +225,9 @@ class SpeculativeVideoPipeline:
         index = _load_part(path / "model_index.json", _read_json)
         unet = _load_part(path / "unet", lambda p: UNet2DModel.from_pretrained(p, local_files_only=True))
         scheduler = _load_part(path / "scheduler", _load_scheduler)
-        verifier = _load_part(  # the index's num_context_frames must match the UNet's channels
+        verifier = _load_part(  # the index's num_context_frames and hint must match the UNet's channels
             path / "model_index.json",
-            lambda p: DiffusionVerifier(unet, scheduler, index.get("num_context_frames")),
+            lambda p: DiffusionVerifier(unet, scheduler, index.get("num_context_frames"), index.get("hint")),
         )
         pipe = cls(verifier, _load_drafter(path / "drafter", drafter))
         return pipe.to(device) if device is not None else pipe

@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass, field
 
 import torch
-from einops import rearrange
 
 from specvideo.core.types import Draft, SpecStats, Verdict
 from specvideo.video.drafters import FrameDrafter
@@ -72,7 +71,7 @@ class FrameNoise:
 
 
 class FrameHistory:
-    """Context frames then emitted frames, (3, H, W) each; conditions are the last P of them."""
+    """Context frames then emitted frames, (3, H, W) each; the verifier conditions on the last P."""
 
     def __init__(self, context: torch.Tensor, num_context_frames: int):
         self.frames = list(context)
@@ -85,9 +84,6 @@ class FrameHistory:
 
     def window(self, extra: list[torch.Tensor] = ()) -> torch.Tensor:
         return torch.stack((self.frames + list(extra))[-self.P :])  # (P, 3, H, W)
-
-    def cond(self, extra: list[torch.Tensor] = ()) -> torch.Tensor:
-        return rearrange(self.window(extra), "p c h w -> (p c) h w")  # (3P, H, W)
 
 
 class VideoDrafter:
@@ -161,7 +157,8 @@ class VideoVerifier:
             self._refined = drafts
             return torch.full((1, len(drafts)), math.inf)
         start = self.history.emitted
-        cond = torch.stack([self.history.cond(drafts[:i]) for i in range(len(drafts))])  # (k, 3P, H, W)
+        windows = torch.stack([self.history.window(drafts[:i]) for i in range(len(drafts))])  # (k, P, 3, H, W)
+        cond = self.verifier.condition(windows)  # (k, C, H, W)
         noise = torch.stack([self.noise.refine(start + i) for i in range(len(drafts))])  # (k, 3, H, W)
         s = self.settings
         refined = self.verifier.refine(
@@ -175,7 +172,7 @@ class VideoVerifier:
         self._correction = None
         if j < draft.k or draft.k == 0:
             index = self.history.emitted + j
-            cond = self.history.cond(self._refined[:j])[None]  # (1, 3P, H, W)
+            cond = self.verifier.condition(self.history.window(self._refined[:j])[None])  # (1, C, H, W)
             noise = self.noise.full(index)[None]  # (1, 3, H, W)
             gen = self.noise.generator(index, 2)  # step noise of stochastic schedulers
             self._correction = self.verifier.generate(cond, self.settings.num_inference_steps, noise, gen)[0]

@@ -1,7 +1,10 @@
 """The diffusion verifier: a conditional diffusers ``UNet2DModel`` and a diffusers scheduler.
 
 The UNet sees the noisy frame concatenated on channels with the P previous frames (the MCVD
-recipe), so ``in_channels == 3 * (P + 1)``. ``refine`` re-noises drafts to the timestep of strength
+recipe), so ``in_channels == 3 * (P + 1)``. With ``hint="flow"`` it also sees the optical-flow
+extrapolation of those frames (the flow drafter's first frame) as three more channels, so
+``in_channels == 3 * (P + 2)``: the model then learns a correction of the warp (occlusions, bounces,
+disocclusions) instead of the whole frame, as warp-conditioned video predictors do. ``refine`` re-noises drafts to the timestep of strength
 s and takes m scheduler steps from there down to 0, batched over frames (m = 1 is one x0 estimate:
 one UNet pass verifies all k drafts). ``generate`` samples a frame from pure noise with N steps.
 The noise maths stay in the scheduler; this class only orchestrates and counts UNet evaluations.
@@ -13,6 +16,11 @@ import inspect
 
 import torch
 from diffusers import DDIMScheduler, SchedulerMixin, UNet2DModel
+from einops import rearrange
+
+from specvideo.video.drafters import FlowDrafter
+
+HINTS = (None, "flow")
 
 
 def default_scheduler(prediction_type: str = "sample") -> DDIMScheduler:
@@ -30,8 +38,9 @@ def default_scheduler(prediction_type: str = "sample") -> DDIMScheduler:
 class DiffusionVerifier:
     """Refines drafted frames and generates frames from noise, conditioned on the previous P frames.
 
-    Frames are (N, 3, H, W) in [-1, 1]; conditions are (N, 3P, H, W), oldest frame first.
-    ``unet_evals`` counts UNet evaluations (a batched call of N frames counts N).
+    Frames are (N, 3, H, W) in [-1, 1]; conditions are (N, 3P [+ 3], H, W) from ``condition``:
+    the P context frames, oldest first, then the hint if any. ``unet_evals`` counts UNet
+    evaluations (a batched call of N frames counts N).
     """
 
     def __init__(
@@ -39,22 +48,27 @@ class DiffusionVerifier:
         unet: UNet2DModel,
         scheduler: SchedulerMixin | None = None,
         num_context_frames: int | None = None,
+        hint: str | None = None,
     ):
+        if hint not in HINTS:
+            raise ValueError(f"hint must be one of {HINTS}, got {hint!r}")
+        extra = 1 if hint else 0  # hint frames on the channels
         in_channels = unet.config.in_channels
-        if in_channels % 3 or in_channels < 6:
-            raise ValueError(
-                f"the verifier UNet needs in_channels = 3 * (P + 1) with P >= 1, got {in_channels}"
-            )
-        P = in_channels // 3 - 1
+        if in_channels % 3 or in_channels < 3 * (2 + extra):
+            needs = "3 * (P + 2)" if hint else "3 * (P + 1)"
+            raise ValueError(f"the verifier UNet needs in_channels = {needs} with P >= 1, got {in_channels}")
+        P = in_channels // 3 - 1 - extra
         if num_context_frames is not None and num_context_frames != P:
             raise ValueError(
-                f"num_context_frames={num_context_frames} does not match the UNet (in_channels={in_channels} means P={P})"
+                f"num_context_frames={num_context_frames} does not match the UNet (in_channels={in_channels} "
+                f"with hint={hint!r} means P={P})"
             )
         if unet.config.out_channels != 3:
             raise ValueError(f"the verifier UNet must output 3 channels, got {unet.config.out_channels}")
         self.unet = unet.eval()
         self.scheduler = scheduler if scheduler is not None else default_scheduler()
         self.num_context_frames = P
+        self.hint = hint
         self.unet_evals = 0
         self._step_takes_generator = _accepts(self.scheduler.step, "generator")
 
@@ -66,6 +80,10 @@ class DiffusionVerifier:
     @property
     def device(self) -> torch.device:
         return self.unet.device
+
+    def condition(self, window: torch.Tensor) -> torch.Tensor:
+        """(N, P, 3, H, W) context windows, oldest first -> (N, C, H, W) UNet conditions."""
+        return condition(window, self.hint)
 
     @torch.inference_mode()
     def refine(
@@ -93,7 +111,7 @@ class DiffusionVerifier:
     def _denoise(self, cond, sample, timesteps, generator) -> torch.Tensor:
         for t in timesteps:
             model_input = self.scheduler.scale_model_input(sample, t)
-            model_input = torch.cat([model_input, cond], dim=1)  # (N, 3 (P + 1), H, W)
+            model_input = torch.cat([model_input, cond], dim=1)  # (N, in_channels, H, W)
             output = self.unet(model_input, t).sample  # (N, 3, H, W)
             self.unet_evals += sample.shape[0]
             kwargs = {"generator": generator} if self._step_takes_generator else {}
@@ -117,6 +135,28 @@ class DiffusionVerifier:
             [max(t_start - i * stride, 0) for i in range(m)], device=self.device
         )
         return self.scheduler.timesteps
+
+
+def condition(window: torch.Tensor, hint: str | None) -> torch.Tensor:
+    """(N, P, 3, H, W) context windows, oldest first -> (N, 3P [+ 3], H, W): the frames on channels,
+    then the hint (``"flow"``: the flow drafter's extrapolation of the window one frame ahead)."""
+    cond = rearrange(window, "n p c h w -> n (p c) h w")  # (N, 3P, H, W)
+    if hint is None:
+        return cond
+    extrapolated = FlowDrafter().propose(window, 1)[:, 0]  # (N, 3, H, W)
+    return torch.cat([cond, extrapolated.to(cond.dtype)], dim=1)  # (N, 3P + 3, H, W)
+
+
+def widen_for_hint(unet: UNet2DModel) -> UNet2DModel:
+    """A copy of a hint-less verifier UNet with 3 more input channels whose first-layer weights are
+    zero: it computes exactly what ``unet`` computes until training teaches it to use the hint."""
+    config = dict(unet.config, in_channels=unet.config.in_channels + 3)
+    wide = UNet2DModel.from_config(config).to(unet.device, unet.dtype)
+    state = unet.state_dict()
+    weight = state["conv_in.weight"]  # (C_out, C_in, 3, 3)
+    state["conv_in.weight"] = torch.cat([weight, weight.new_zeros(weight.shape[0], 3, *weight.shape[2:])], dim=1)
+    wide.load_state_dict(state)
+    return wide
 
 
 def _accepts(fn, name: str) -> bool:

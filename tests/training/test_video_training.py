@@ -4,6 +4,7 @@ import json
 from dataclasses import replace
 
 import numpy as np
+import pytest
 import torch
 
 from specvideo.training import video
@@ -56,6 +57,21 @@ def test_verifier_and_drafter_train_resume_and_export(tmp_path):
     assert frames.shape == (2, 16, 16, 3)
     grid = (tmp_path / "out" / "samples.png").read_bytes()
     assert grid.startswith(b"\x89PNG")
+
+
+def test_hint_stage_starts_from_the_verifier_and_exports_a_hinted_pipeline(tmp_path):
+    cfg = tiny(tmp_path, real_fraction=0.0, hint_steps=2)
+    with pytest.raises(ValueError, match="run video-verifier first"):
+        video.train_verifier(cfg, hint_stage=True)
+    video.train_verifier(cfg)
+    result = video.train_verifier(cfg, hint_stage=True)
+    assert result["steps"] == 2 and "synthetic_ssim_generated" in result
+    log = (tmp_path / "work/hint/log.jsonl").read_text().splitlines()
+    assert json.loads(log[-1])["step"] == 2
+    pipe = SpeculativeVideoPipeline.from_pretrained(video.export(cfg))
+    assert pipe.verifier.hint == "flow" and pipe.unet.config.in_channels == 3 * (cfg.context_frames + 2)
+    frames = pipe(np.zeros((2, 16, 16, 3), np.uint8), num_frames=2, num_inference_steps=2, progress=False).frames
+    assert frames.shape == (2, 16, 16, 3)
 
 
 def test_shipped_scale_fits_the_budget():

@@ -135,6 +135,16 @@ def test_save_and_load_round_trip(pipe, tmp_path):
     assert SpeculativeVideoPipeline.from_pretrained(tmp_path / "pipe", drafter="copy").drafter_name == "copy"
 
 
+def test_saving_over_a_pipeline_keeps_the_files_beside_it(pipe, tmp_path):
+    pipe.save_pretrained(tmp_path / "pipe")
+    (tmp_path / "pipe" / "README.md").write_text("how these weights were made")
+    pipe.save_pretrained(tmp_path / "pipe")
+    assert (tmp_path / "pipe" / "README.md").read_text() == "how these weights were made"
+    assert sorted(p.name for p in (tmp_path / "pipe").iterdir()) == [
+        "README.md", "drafter", "model_index.json", "scheduler", "unet"
+    ]
+
+
 @pytest.mark.parametrize(
     "kwargs,message",
     [
