@@ -2,9 +2,11 @@
 a few plain PyTorch ops per layer with a preallocated KV cache.
 
 For a 1-layer draft the transformers forward is dominated by per-call Python overhead (module
-hooks, mask construction, cache bookkeeping). This module fuses q/k/v and gate/up projections and
-keeps its cache in preallocated buffers; it answers the same call as the transformers model inside
-``CausalLMState`` (input_ids, attention_mask, position_ids, cache, logits_to_keep), so the
+hooks, mask construction, cache bookkeeping) and every op counts. This module fuses q/k/v and
+gate/up projections, folds the RMSNorm weights into them, keeps its cache in one preallocated
+buffer, looks the rotary cos/sin up in tables computed once, and skips the attention mask when one
+fully valid token is decoded (it sees every cached slot). It answers the same call as the
+transformers model inside ``CausalLMState`` (input_ids, attention_mask, position_ids, cache, logits_to_keep), so the
 ``ModelDrafter`` runs it unchanged. Verification stays with the target, so exactness never depends
 on this re-implementation; the tests check its logits against transformers anyway.
 """
@@ -15,30 +17,26 @@ from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
-from einops import rearrange
 from torch import nn
 from transformers import PreTrainedModel
 
 
 class LeanCache:
-    """Preallocated keys/values (layers, B, H_kv, capacity, D); ``crop(-n)`` drops the last n slots."""
+    """Preallocated keys and values in one buffer (layers, 2, B, H_kv, capacity, D), so a layer writes
+    both with one copy; ``crop(-n)`` drops the last n slots."""
 
     def __init__(
         self, layers: int, batch: int, heads: int, head_dim: int, like: torch.Tensor, capacity: int = 256
     ):
-        shape = (layers, batch, heads, capacity, head_dim)
-        self.keys = torch.empty(shape, dtype=like.dtype, device=like.device)
-        self.values = torch.empty_like(self.keys)
+        self.kv = torch.empty((layers, 2, batch, heads, capacity, head_dim), dtype=like.dtype, device=like.device)
         self.length = 0
 
     def reserve(self, n: int) -> None:
-        capacity = self.keys.shape[3]
+        capacity = self.kv.shape[4]
         if self.length + n > capacity:
-            grow = max(capacity, self.length + n - capacity)
-            pad = list(self.keys.shape)
-            pad[3] = grow
-            self.keys = torch.cat([self.keys, self.keys.new_empty(pad)], dim=3)
-            self.values = torch.cat([self.values, self.values.new_empty(pad)], dim=3)
+            pad = list(self.kv.shape)
+            pad[4] = max(capacity, self.length + n - capacity)
+            self.kv = torch.cat([self.kv, self.kv.new_empty(pad)], dim=4)
 
     def crop(self, tokens_to_remove: int) -> None:
         self.length += tokens_to_remove  # negative: remove that many slots
@@ -48,7 +46,12 @@ class LeanCache:
 
 
 class LeanLlama(nn.Module):
-    """Inference-only Llama decoder over the weights of a transformers Llama model."""
+    """Inference-only Llama decoder over the weights of a transformers Llama model.
+
+    Per layer: RMSNorm (its weight folded into the projection after it), one q/k/v projection, RoPE
+    on all heads at once from per-head tables (cos 1, sin 0 on the value heads, which pass through),
+    one cache write, SDPA, the output projection, RMSNorm, one gate/up projection, SiLU, down.
+    """
 
     def __init__(self, model: PreTrainedModel):
         super().__init__()
@@ -61,12 +64,24 @@ class LeanLlama(nn.Module):
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
-        self.embed = model.model.embed_tokens
-        self.rotary = model.model.rotary_emb
         self.eps = config.rms_norm_eps
-        self.layers = [_fuse(layer) for layer in model.model.layers]
-        self.norm = model.model.norm.weight
-        self.lm_head = model.lm_head.weight
+        with torch.no_grad():
+            self.embed = model.model.embed_tokens.weight.detach()
+            self.layers = [_fuse(layer) for layer in model.model.layers]
+            self.lm_head = (model.lm_head.weight * model.model.norm.weight).detach()  # final norm folded in
+            self.cos, self.sin = self._rope_tables(model)  # (T, H + 2 H_kv, D) each
+
+    def _rope_tables(self, model: PreTrainedModel) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sign-folded sin of every position, from the model's own rotary module, for the
+        q and k heads; cos = 1, sin = 0 for the v heads. rotate_half(x) = roll(x, D/2) * sign."""
+        T, D = self.config.max_position_embeddings, self.head_dim
+        positions = torch.arange(T, device=self.device)[None]
+        cos, sin = model.model.rotary_emb(self.lm_head[None, :1], positions)  # (1, T, D) each
+        sign = torch.cat([-torch.ones(D // 2), torch.ones(D - D // 2)]).to(sin)  # (D,)
+        rotated = self.heads + self.kv_heads
+        cos_all = torch.cat([cos[0, :, None].expand(T, rotated, D), torch.ones(T, self.kv_heads, D).to(cos)], 1)
+        sin_all = torch.cat([(sin[0] * sign)[:, None].expand(T, rotated, D), torch.zeros(T, self.kv_heads, D).to(sin)], 1)
+        return cos_all.contiguous(), sin_all.contiguous()
 
     @property
     def device(self) -> torch.device:
@@ -86,59 +101,53 @@ class LeanLlama(nn.Module):
         **unused,
     ) -> SimpleNamespace:
         """input_ids (B, n); attention_mask (B, L + n) over cached + new slots; position_ids (B, n)."""
-        n, start = input_ids.shape[1], cache.length
+        B, n = input_ids.shape
+        start = cache.length
         cache.reserve(n)
-        x = self.embed(input_ids)  # (B, n, d)
-        cos, sin = self.rotary(x, position_ids)  # (B, n, D)
-        mask = _attention_mask(attention_mask.bool(), start, n)  # (B, 1, n, L + n)
+        x = F.embedding(input_ids, self.embed)  # (B, n, d)
+        cos = self.cos[position_ids].transpose(1, 2)  # (B, H + 2 H_kv, n, D)
+        sin = self.sin[position_ids].transpose(1, 2)
+        valid = attention_mask.bool()  # (B, L + n)
+        mask = None if n == 1 and bool(valid.all()) else _attention_mask(valid, start, n)  # (B, 1, n, L + n)
         for i, layer in enumerate(self.layers):
-            x = x + self._attend(
-                i, layer, F.rms_norm(x, x.shape[-1:], layer.attn_norm, self.eps), cos, sin, mask, cache
-            )
-            h = F.rms_norm(x, x.shape[-1:], layer.mlp_norm, self.eps)
-            gate, up = (h @ layer.gate_up.T).chunk(2, dim=-1)  # (B, n, I) each
-            x = x + (F.silu(gate) * up) @ layer.down.T
+            x = x + self._attend(i, layer, self._norm(x), cos, sin, mask, cache)
+            gate, up = F.linear(self._norm(x), layer.gate_up).chunk(2, -1)  # (B, n, I) each
+            x = x + F.linear(F.silu(gate) * up, layer.down)  # (B, n, d)
         cache.length = start + n
-        x = F.rms_norm(x[:, -logits_to_keep:] if logits_to_keep else x, x.shape[-1:], self.norm, self.eps)
-        return SimpleNamespace(logits=x @ self.lm_head.T)  # (B, n_keep, V)
+        x = self._norm(x[:, -logits_to_keep:] if logits_to_keep else x)
+        return SimpleNamespace(logits=F.linear(x, self.lm_head))  # (B, n_keep, V)
+
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
+        """RMSNorm without its weight (folded into the next projection)."""
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True).add_(self.eps))
 
     def _attend(self, i, layer, h, cos, sin, mask, cache: LeanCache) -> torch.Tensor:
-        qkv = h @ layer.qkv.T  # (B, n, (H + 2 H_kv) D)
-        q, k, v = qkv.split(
-            [self.heads * self.head_dim, self.kv_heads * self.head_dim, self.kv_heads * self.head_dim], -1
-        )
-        q = rearrange(q, "b n (h d) -> b h n d", d=self.head_dim)
-        k = rearrange(k, "b n (h d) -> b h n d", d=self.head_dim)
-        v = rearrange(v, "b n (h d) -> b h n d", d=self.head_dim)
-        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-        start, end = cache.length, cache.length + q.shape[2]
-        cache.keys[i, :, :, start:end] = k
-        cache.values[i, :, :, start:end] = v
-        keys, values = cache.keys[i, :, :, :end], cache.values[i, :, :, :end]  # (B, H_kv, L + n, D)
+        B, n, _ = h.shape
+        H, D = self.heads, self.head_dim
+        qkv = F.linear(h, layer.qkv).view(B, n, -1, D).transpose(1, 2)  # (B, H + 2 H_kv, n, D)
+        qkv = qkv * cos + qkv.roll(D // 2, dims=-1) * sin  # RoPE on q and k, v unchanged
+        end = cache.length + n
+        cache.kv[i, :, :, :, cache.length : end] = qkv[:, H:].unflatten(1, (2, -1)).transpose(0, 1)
+        keys, values = cache.kv[i, :, :, :, :end]  # (B, H_kv, L + n, D) each
         out = F.scaled_dot_product_attention(
-            q, keys, values, attn_mask=mask, enable_gqa=self.heads != self.kv_heads
-        )
-        return rearrange(out, "b h n d -> b n (h d)") @ layer.o_proj.T
+            qkv[:, :H], keys, values, attn_mask=mask, enable_gqa=H != self.kv_heads
+        )  # (B, H, n, D)
+        return F.linear(out.transpose(1, 2).reshape(B, n, -1), layer.o_proj)  # (B, n, d)
 
 
 def _fuse(layer) -> SimpleNamespace:
+    """One layer's weights: q/k/v and gate/up concatenated, the RMSNorm weights folded in."""
     attn, mlp = layer.self_attn, layer.mlp
     if attn.q_proj.bias is not None or getattr(mlp.gate_proj, "bias", None) is not None:
         raise ValueError("the lean drafter supports Llama drafts without projection biases")
+    qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+    gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
     return SimpleNamespace(
-        attn_norm=layer.input_layernorm.weight,
-        qkv=torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).detach(),
+        qkv=(qkv * layer.input_layernorm.weight).detach(),
         o_proj=attn.o_proj.weight.detach(),
-        mlp_norm=layer.post_attention_layernorm.weight,
-        gate_up=torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach(),
+        gate_up=(gate_up * layer.post_attention_layernorm.weight).detach(),
         down=mlp.down_proj.weight.detach(),
     )
-
-
-def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding as transformers' Llama applies it (rotate_half convention)."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos[:, None] + torch.cat([-x2, x1], dim=-1) * sin[:, None]  # (B, H, n, D)
 
 
 def _attention_mask(valid: torch.Tensor, start: int, n: int) -> torch.Tensor:

@@ -63,6 +63,7 @@ class TrainConfig:
     target_minutes: float = 45.0
     draft_minutes: float = 12.0
     draft_lr: float = 3e-3
+    draft_more_lr: float = 1e-3  # "draft-more": further distillation of the saved draft
     eval_windows: int = 64
     eval_every: int = 100
     checkpoint_minutes: float = 5.0
@@ -307,11 +308,7 @@ def chosen_size(cfg: TrainConfig) -> str:
 
 
 def stage_draft(cfg: TrainConfig, tok, train, heldout) -> dict:
-    teacher = (
-        LlamaForCausalLM.from_pretrained(Path(cfg.out) / "target", dtype=torch.float32).to(cfg.device).eval()
-    )
-    for p in teacher.parameters():
-        p.requires_grad_(False)
+    teacher = _frozen(Path(cfg.out) / "target", cfg.device)
     torch.manual_seed(cfg.seed + 1)
     student = make_llama(DRAFT_SIZE, cfg, tok)
     with torch.no_grad():  # start from the target's token embeddings, projected to the draft width
@@ -322,6 +319,25 @@ def stage_draft(cfg: TrainConfig, tok, train, heldout) -> dict:
     )
     save_model(student, tok, Path(cfg.out) / "draft")
     return {**res, "params": num_params(student)}
+
+
+def stage_draft_more(cfg: TrainConfig, tok, train, heldout) -> dict:
+    """Continue distilling the saved draft (<out>/draft) for ``draft_minutes`` more, with a fresh
+    warm-up + cosine schedule peaking at ``draft_more_lr``; the result replaces <out>/draft."""
+    teacher = _frozen(Path(cfg.out) / "target", cfg.device)
+    student = LlamaForCausalLM.from_pretrained(Path(cfg.out) / "draft", dtype=torch.float32)
+    res = train_loop(
+        "draft-more", student, distill_loss(teacher), train, heldout, cfg.draft_minutes, cfg.draft_more_lr, cfg
+    )
+    save_model(student, tok, Path(cfg.out) / "draft")
+    return {**res, "params": num_params(student)}
+
+
+def _frozen(path: Path, device: str) -> LlamaForCausalLM:
+    model = LlamaForCausalLM.from_pretrained(path, dtype=torch.float32).to(device).eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
 
 
 def save_model(model: LlamaForCausalLM, tok, path: Path) -> None:
@@ -336,17 +352,17 @@ def save_model(model: LlamaForCausalLM, tok, path: Path) -> None:
 
 
 def run(stage: str, cfg: TrainConfig) -> dict:
-    """Run one stage ("tokenizer", "sizes", "target", "draft") or "all" (sizes, target, draft)."""
+    """Run one stage ("tokenizer", "sizes", "target", "draft", "draft-more") or "all" (sizes, target, draft)."""
     torch.set_num_threads(max(1, torch.get_num_threads()))
     Path(cfg.work).mkdir(parents=True, exist_ok=True)
     tok = train_tokenizer(cfg)
     train, heldout = token_array(cfg, tok, "train"), token_array(cfg, tok, "heldout")
     info = {"tokenizer_vocab": len(tok), "train_tokens": len(train), "heldout_tokens": len(heldout)}
-    stages = {"sizes": stage_sizes, "target": stage_target, "draft": stage_draft}
+    stages = {"sizes": stage_sizes, "target": stage_target, "draft": stage_draft, "draft-more": stage_draft_more}
     todo = ["sizes", "target", "draft"] if stage == "all" else [] if stage == "tokenizer" else [stage]
     for name in todo:
         if name not in stages:
-            raise ValueError(f"unknown stage {name!r}; choose tokenizer, sizes, target, draft or all")
+            raise ValueError(f"unknown stage {name!r}; choose tokenizer, sizes, target, draft, draft-more or all")
         info[name] = stages[name](cfg, tok, train, heldout)
         results = Path(cfg.work) / "results.json"
         previous = json.loads(results.read_text()) if results.exists() else {}

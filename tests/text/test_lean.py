@@ -31,6 +31,24 @@ def test_logits_match_transformers_over_a_ragged_batch_with_rollback():
             state.push(torch.tensor([[5], [6], [7]]))
 
 
+def test_single_token_decoding_without_a_mask_matches_transformers():
+    """Batch 1, no padding: each one-token step runs the unmasked path; crops in between; the
+    preallocated cache (256 slots) grows on the way."""
+    model = tiny_llama(64, seed=2, context=512)
+    lean = LeanLlama(model)
+    ids = torch.tensor([random_prompts(1, 64, seed=3, min_len=250, max_len=250)[0]])
+    hf, fast = CausalLMState(model, ids, torch.ones_like(ids)), CausalLMState(lean, ids, torch.ones_like(ids))
+    torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
+    for step in range(8):
+        token = torch.tensor([[3 + step]])
+        for state in (hf, fast):
+            state.mark_round()
+        torch.testing.assert_close(fast.forward(token), hf.forward(token), atol=1e-4, rtol=1e-4)
+        if step % 3 == 2:  # drop the step's token again: the next step reuses its slot
+            for state in (hf, fast):
+                state.rollback(torch.tensor([0]))
+
+
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_generation_through_the_lean_drafter(temperature):
     target = tiny_llama(64, seed=0, logit_scale=8.0)
