@@ -451,6 +451,13 @@ BAD_MODELS = [
         {},
         "num_context_frames=5 does not match the UNet",
     ),
+    (
+        "model-index-hint-without-its-channels",
+        _edit("model_index.json", '{"num_context_frames": 2, "hint": "flow"}'),
+        {},
+        "in_channels=9 with hint='flow' means P=1",
+    ),
+    ("model-index-unknown-hint", _edit("model_index.json", '{"hint": "depth"}'), {}, "hint must be one of"),
     ("garbled-scheduler", _edit("scheduler/scheduler_config.json", ""), {}, "scheduler: Expecting value"),
     (
         "unknown-scheduler",
