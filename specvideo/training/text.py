@@ -324,6 +324,11 @@ def stage_draft(cfg: TrainConfig, tok, train, heldout) -> dict:
 def stage_draft_more(cfg: TrainConfig, tok, train, heldout) -> dict:
     """Continue distilling the saved draft (<out>/draft) for ``draft_minutes`` more, with a fresh
     warm-up + cosine schedule peaking at ``draft_more_lr``; the result replaces <out>/draft."""
+    for part in ("target", "draft"):
+        if not (Path(cfg.out) / part / "config.json").is_file():
+            raise ValueError(
+                f"draft-more needs a trained {part} in {Path(cfg.out) / part}: run --stage {part} first"
+            )
     teacher = _frozen(Path(cfg.out) / "target", cfg.device)
     student = LlamaForCausalLM.from_pretrained(Path(cfg.out) / "draft", dtype=torch.float32)
     res = train_loop(

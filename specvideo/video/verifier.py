@@ -143,6 +143,8 @@ def condition(window: torch.Tensor, hint: str | None) -> torch.Tensor:
     cond = rearrange(window, "n p c h w -> n (p c) h w")  # (N, 3P, H, W)
     if hint is None:
         return cond
+    if hint not in HINTS:
+        raise ValueError(f"hint must be one of {HINTS}, got {hint!r}")
     extrapolated = FlowDrafter().propose(window, 1)[:, 0]  # (N, 3, H, W)
     return torch.cat([cond, extrapolated.to(cond.dtype)], dim=1)  # (N, 3P + 3, H, W)
 

@@ -50,8 +50,12 @@ def test_target_trains_and_resumes_from_its_checkpoint(setup):
 
 def test_draft_is_distilled_then_distilled_further(setup):
     cfg, tok, train, heldout = setup
+    with pytest.raises(ValueError, match="draft-more needs a trained target"):
+        text.stage_draft_more(cfg, tok, train, heldout)
     target = text.make_llama(text.ModelSize(hidden=32, layers=1, heads=2, intermediate=64), cfg, tok)
     text.save_model(target, tok, Path(cfg.out) / "target")
+    with pytest.raises(ValueError, match="draft-more needs a trained draft"):
+        text.stage_draft_more(cfg, tok, train, heldout)
     draft = text.stage_draft(cfg, tok, train, heldout)
     assert draft["steps"] >= 10 and np.isfinite(draft["heldout_loss"])
     before = LlamaForCausalLM.from_pretrained(f"{cfg.out}/draft").state_dict()

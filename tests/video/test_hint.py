@@ -55,6 +55,8 @@ def test_channels_and_hint_must_agree():
         DiffusionVerifier(helpers.tiny_unet(SIZE, P, 0, norm_num_groups=4), num_context_frames=P, hint="flow")
     with pytest.raises(ValueError, match="hint must be one of"):
         DiffusionVerifier(hinted_unet(), hint="depth")
+    with pytest.raises(ValueError, match="hint must be one of"):
+        condition(torch.zeros(1, P, 3, SIZE, SIZE), "depth")
 
 
 def test_hinted_pipeline_rejecting_every_draft_is_target_mode(tmp_path):
