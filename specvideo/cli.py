@@ -49,6 +49,13 @@ def _add_text(commands) -> None:
         choices=["model", "lean"],
         help="how to run the draft model (default: lean for the shipped pair)",
     )
+    p.add_argument(
+        "--draft-vocab",
+        type=int,
+        default=d.draft_vocab_size,
+        help="lean drafter: propose only the N most frequent tokens (FR-Spec; needs token_ranking.json "
+        "beside the draft, else all tokens); 0 = all tokens",
+    )
     p.add_argument("--num-draft-tokens", "-k", type=int, default=d.num_draft_tokens, help="draft length k")
     p.add_argument("--schedule", default=d.schedule, choices=["constant", "heuristic", "confidence"])
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
@@ -66,7 +73,12 @@ def _run_text(args: argparse.Namespace) -> int:
 
     from specvideo.text import SpeculativeGenerator
 
-    kwargs = dict(num_draft_tokens=args.num_draft_tokens, schedule=args.schedule, device=args.device)
+    kwargs = dict(
+        num_draft_tokens=args.num_draft_tokens,
+        schedule=args.schedule,
+        device=args.device,
+        draft_vocab_size=args.draft_vocab,
+    )
     if args.ngram:
         kwargs["drafter"] = "ngram"
     elif args.drafter:
@@ -141,7 +153,8 @@ def _add_bench(commands) -> None:
         metavar="NAMES",
         type=_names,
         default=d.drafters,
-        help="our model-drafter variant(s), comma-separated",
+        help="our model-drafter variant(s), comma-separated: model, lean, lean@N (the lean drafter "
+        "restricted to the N most frequent tokens)",
     )
     t.add_argument(
         "--methods",
@@ -485,7 +498,7 @@ def _add_train(commands) -> None:
     p = commands.add_parser("train", help="the recipes that produced the shipped weights")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     t = kinds.add_parser("text", help="tokenizer, target and distilled draft for code completion")
-    t.add_argument("--stage", default="all", choices=["all", "tokenizer", "sizes", "target", "draft", "draft-more"])
+    t.add_argument("--stage", default="all", choices=["all", "tokenizer", "sizes", "target", "draft", "draft-more", "draft-vocab"])
     t.add_argument("--out", default=d.out, help="where the models are saved")
     t.add_argument("--work", default=d.work, help="checkpoints, logs and token caches (resumable)")
     t.add_argument(

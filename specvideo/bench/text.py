@@ -61,11 +61,23 @@ def _check_positive_int(name: str, value) -> None:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
 
 
+def parse_drafter(spec: str) -> tuple[str, int | None]:
+    """ "model" -> ("model", None); "lean@2048" -> ("lean", 2048): the lean drafter restricted to
+    the 2048 most frequent tokens."""
+    name, at, size = spec.partition("@")
+    if not at:
+        return name, None
+    if name != "lean" or not size.isdigit() or int(size) < 1:
+        raise ValueError(f"drafter {spec!r}: a vocabulary size goes with the lean drafter, as lean@N with N >= 1")
+    return name, int(size)
+
+
 @dataclass(frozen=True)
 class BenchTextConfig:
     """Defaults of ``specvideo bench text`` (the CLI reads them from here).
 
-    drafters: names of our model-drafter variants; each adds one row per schedule x k.
+    drafters: names of our model-drafter variants; each adds one row per schedule x k. "lean@N"
+    is the lean drafter restricted to the N most frequent tokens (the ranking beside the draft).
     lookup_k: draft length of both prompt-lookup methods (HF's prompt_lookup_num_tokens and our
     n-gram drafter with a constant schedule).
     """
@@ -107,6 +119,8 @@ class BenchTextConfig:
             _check_positive_int("k", k)
         if not self.drafters or not all(isinstance(d, str) and d for d in self.drafters):
             raise ValueError(f"drafters must be non-empty names, got {self.drafters!r}")
+        for spec in self.drafters:
+            parse_drafter(spec)
         if not self.temperatures:
             raise ValueError("give at least one temperature")
         for t in self.temperatures:
@@ -119,6 +133,7 @@ class BenchTextConfig:
 
 
 BENCH_TEXT_DEFAULTS = BenchTextConfig()
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -365,7 +380,8 @@ def run_benchmark(
     bench_prompts = _resolve_prompts(config, prompts)
     context = min(context_length(m) for m in (target, draft) if m is not None)
     prompt_ids = [_encode(p, tokenizer, context, config.max_new_tokens, device) for p in bench_prompts]
-    methods = _build_methods(config, target, draft, tokenizer)
+    vocabs = _draft_vocabularies(config, draft)
+    methods = _build_methods(config, target, draft, tokenizer, vocabs)
     counter = _CallCounter(target)
     records: dict[tuple[str, float], dict[str, list]] = {}
     total = len(config.temperatures) * len(methods) * (len(prompt_ids) + 1)
@@ -409,7 +425,7 @@ def run_benchmark(
         _aggregate(method, temperature, records) for temperature in config.temperatures for method in methods
     ]
     settings = {
-        "decode_ms": decode_costs(target, draft, prompt_ids[0]) if draft is not None else None,
+        "decode_ms": decode_costs(target, draft, prompt_ids[0], vocabs) if draft is not None else None,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "num_prompts": len(bench_prompts),
         "prompt_tokens": [int(ids.shape[1]) for ids in prompt_ids],
@@ -418,15 +434,20 @@ def run_benchmark(
     return BenchResults(rows=rows, prompts=bench_prompts, settings=settings, machine=machine_info(device))
 
 
-def decode_costs(target, draft, prompt: torch.Tensor, tokens: int = 64, repeats: int = 3) -> dict[str, float]:
+def decode_costs(
+    target, draft, prompt: torch.Tensor, vocabs: dict[str, torch.Tensor] | None = None, tokens: int = 64, repeats: int = 3
+) -> dict[str, float]:
     """Median wall time (ms) of one single-token decode step, after the prompt, for the target and
-    for the draft run by transformers and by LeanLlama (Llama drafts only)."""
+    for the draft run by transformers and by LeanLlama (Llama drafts only; also "draft_lean@N" for
+    each restricted vocabulary in ``vocabs``)."""
     from specvideo.text.lean import LeanLlama
     from specvideo.text.state import CausalLMState
 
     models = {"target": target, "draft": draft}
     if getattr(draft.config, "model_type", None) == "llama":
         models["draft_lean"] = LeanLlama(draft)
+        for spec, vocab in (vocabs or {}).items():
+            models[f"draft_{spec}"] = LeanLlama(draft, vocab)
     costs = {}
     for name, model in models.items():
         samples = []
@@ -439,10 +460,28 @@ def decode_costs(target, draft, prompt: torch.Tensor, tokens: int = 64, repeats:
                 state.forward(token)
             samples.append((time.perf_counter() - start) / tokens * 1e3)
         costs[name] = float(np.median(samples))
-    for name in ("draft", "draft_lean"):
-        if name in costs:
-            costs[f"{name}_over_target"] = costs[name] / costs["target"]
+    for name in [n for n in costs if n.startswith("draft")]:
+        costs[f"{name}_over_target"] = costs[name] / costs["target"]
     return costs
+
+
+def _draft_vocabularies(config: BenchTextConfig, draft) -> dict[str, torch.Tensor]:
+    """The token ids of each "lean@N" drafter, from the ranking saved beside the draft."""
+    from specvideo.text.vocab import draft_vocabulary, load_token_ranking
+
+    specs = {spec: parse_drafter(spec)[1] for spec in config.drafters if "ours-draft" in config.methods}
+    specs = {spec: size for spec, size in specs.items() if size is not None}
+    if not specs:
+        return {}
+    ranking = load_token_ranking(config.draft) if config.draft and os.path.isdir(config.draft) else None
+    if ranking is None:
+        raise ValueError(
+            f"drafter {next(iter(specs))!r} needs the token ranking beside the draft "
+            f"({config.draft}/token_ranking.json; `specvideo train text --stage draft-vocab` writes one)"
+        )
+    vocab_size = draft.config.vocab_size
+    out = {spec: draft_vocabulary(ranking, size, vocab_size) for spec, size in specs.items()}
+    return {spec: vocab for spec, vocab in out.items() if vocab is not None}
 
 
 def _new_record() -> dict[str, list]:
@@ -509,7 +548,9 @@ def _encode(prompt: BenchPrompt, tokenizer, context: int, max_new_tokens: int, d
     return torch.tensor([ids], dtype=torch.long, device=device)  # (1, T)
 
 
-def _build_methods(config: BenchTextConfig, target, draft, tokenizer) -> list[_Method]:
+def _build_methods(
+    config: BenchTextConfig, target, draft, tokenizer, vocabs: dict[str, torch.Tensor] | None = None
+) -> list[_Method]:
     from specvideo.text import SpeculativeGenerator
 
     n = config.max_new_tokens
@@ -581,9 +622,10 @@ def _build_methods(config: BenchTextConfig, target, draft, tokenizer) -> list[_M
                             target,
                             tokenizer,
                             draft=draft,
-                            drafter=name,
+                            drafter=parse_drafter(name)[0],
                             num_draft_tokens=k,
                             schedule=schedule,
+                            draft_vocab=(vocabs or {}).get(name),
                         )
                         methods.append(
                             _Method(f"ours-{name}-{schedule}-k{k}", family, ours(gen), name, schedule, k)
@@ -839,10 +881,11 @@ def _text_section(results: BenchResults, command: str, plot_link: str) -> str:
     ]
     decode = s.get("decode_ms")
     if decode:
-        lean = (
-            f", lean draft {decode['draft_lean']:.2f} ms ({decode['draft_lean_over_target']:.3f} of the target)"
-            if "draft_lean" in decode
-            else ""
+        lean = "".join(
+            f", {name[len('draft_'):].replace('_', ' ')} draft {decode[name]:.2f} ms "
+            f"({decode[name + '_over_target']:.3f} of the target)"
+            for name in decode
+            if name.startswith("draft_lean") and not name.endswith("_over_target")
         )
         notes.append(
             f"- Decode cost per token (batch 1, median of 3 x 64 steps): target {decode['target']:.2f} ms, "

@@ -18,6 +18,7 @@ class TextConfig:
     top_p: float | None = None
     max_ngram: int = 3
     confidence_threshold: float = 0.4
+    draft_vocab_size: int = 2048  # lean drafter: the most frequent tokens it may propose (0 = all)
     seed: int = 0
 
 

@@ -28,6 +28,7 @@ from specvideo.text.prompts import EncodedPrompt, encode_prompt
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.state import context_length
 from specvideo.text.verifier import TargetVerifier
+from specvideo.text.vocab import draft_vocabulary, load_token_ranking
 
 D = TEXT_DEFAULTS
 
@@ -65,6 +66,10 @@ class SpeculativeGenerator:
     drafter: "model" (a small causal LM passed as ``draft``), "lean" (the same Llama draft run by
     ``LeanLlama``, much less per-call overhead on CPU), "ngram" (prompt lookup, no model) or "none"
     (plain target-only decoding through the same loop, the baseline).
+
+    draft_vocab: token ids the lean drafter may propose (FR-Spec, ``specvideo.text.vocab``); None
+    for the whole vocabulary. ``from_pretrained`` takes the ``draft_vocab_size`` most frequent
+    tokens from the ranking saved beside the draft.
     """
 
     def __init__(
@@ -78,6 +83,7 @@ class SpeculativeGenerator:
         device: str | torch.device | None = None,
         max_ngram: int = D.max_ngram,
         confidence_threshold: float = D.confidence_threshold,
+        draft_vocab: torch.Tensor | list[int] | None = None,
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
@@ -92,7 +98,10 @@ class SpeculativeGenerator:
         if self.draft is not None:
             _check_vocab(self.target, self.draft)
         self.tokenizer = tokenizer
-        self._lean = LeanLlama(self.draft) if drafter == "lean" else None  # built once, reused by every call
+        if draft_vocab is not None and drafter != "lean":
+            raise ValueError(f"draft_vocab applies to the lean drafter, not drafter={drafter!r}")
+        vocab = None if draft_vocab is None else torch.as_tensor(draft_vocab).to(self.device)
+        self._lean = LeanLlama(self.draft, vocab) if drafter == "lean" else None  # built once, reused by every call
         self.drafter_name = drafter
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
@@ -105,13 +114,15 @@ class SpeculativeGenerator:
         target_path: str | None = None,
         draft_path: str | None = None,
         dtype: torch.dtype = torch.float32,
+        draft_vocab_size: int = D.draft_vocab_size,
         **kwargs,
     ) -> SpeculativeGenerator:
         """Load a target (and optional draft) from local model directories or cached Hub ids.
 
         With no argument, the shipped code-completion pair under ``models/text/`` is loaded (with
         the lean drafter). The tokenizer is read from the target's directory. Without a draft the
-        n-gram drafter is used.
+        n-gram drafter is used. With the lean drafter and a ``token_ranking.json`` beside the
+        draft, the draft proposes only the ``draft_vocab_size`` most frequent tokens (0 = all).
         """
         if target_path is None:
             target_path, draft_path = (
@@ -123,6 +134,8 @@ class SpeculativeGenerator:
         tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
         draft = load_causal_lm(draft_path, dtype) if draft_path else None
         kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
+        if kwargs["drafter"] == "lean" and "draft_vocab" not in kwargs:
+            kwargs["draft_vocab"] = _ranked_vocabulary(draft_path, draft_vocab_size, draft)
         return cls(target, tokenizer=tokenizer, draft=draft, **kwargs)
 
     def generate(
@@ -241,6 +254,15 @@ def _accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
         return rejection_sample(p, draft.q, draft.items, draft.lengths, generator)
 
     return accept
+
+
+def _ranked_vocabulary(draft_path: str | None, size: int, draft: PreTrainedModel | None) -> torch.Tensor | None:
+    """The ``size`` most frequent token ids by the ranking saved beside the draft; None (all tokens)
+    when size is 0 or the draft has no ranking."""
+    vocab_size = draft.config.vocab_size if draft is not None else 0
+    ranking = load_token_ranking(draft_path) if draft_path and os.path.isdir(draft_path) else None
+    vocab = draft_vocabulary(ranking or [], size, vocab_size, required=ranking is not None)
+    return vocab if ranking is not None else None
 
 
 def _check_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:

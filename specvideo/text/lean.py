@@ -9,6 +9,9 @@ fully valid token is decoded (it sees every cached slot). It answers the same ca
 transformers model inside ``CausalLMState`` (input_ids, attention_mask, position_ids, cache, logits_to_keep), so the
 ``ModelDrafter`` runs it unchanged. Verification stays with the target, so exactness never depends
 on this re-implementation; the tests check its logits against transformers anyway.
+
+With ``vocab`` (token ids, see ``specvideo.text.vocab``) only those rows of the output projection
+are computed; the other logits are -inf, so the draft never proposes those tokens (FR-Spec).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
+
+from specvideo.text.vocab import check_vocabulary
 
 
 class LeanCache:
@@ -53,7 +58,7 @@ class LeanLlama(nn.Module):
     one cache write, SDPA, the output projection, RMSNorm, one gate/up projection, SiLU, down.
     """
 
-    def __init__(self, model: PreTrainedModel):
+    def __init__(self, model: PreTrainedModel, vocab: torch.Tensor | None = None):
         super().__init__()
         config = model.config
         if getattr(config, "model_type", None) != "llama":
@@ -68,7 +73,10 @@ class LeanLlama(nn.Module):
         with torch.no_grad():
             self.embed = model.model.embed_tokens.weight.detach()
             self.layers = [_fuse(layer) for layer in model.model.layers]
-            self.lm_head = (model.lm_head.weight * model.model.norm.weight).detach()  # final norm folded in
+            head = (model.lm_head.weight * model.model.norm.weight).detach()  # (V, d), final norm folded in
+            self.vocab_size = head.shape[0]
+            self.vocab = None if vocab is None else check_vocabulary(vocab, self.vocab_size).to(head.device)
+            self.lm_head = head if self.vocab is None else head[self.vocab].contiguous()  # (V', d)
             self.cos, self.sin = self._rope_tables(model)  # (T, H + 2 H_kv, D) each
 
     def _rope_tables(self, model: PreTrainedModel) -> tuple[torch.Tensor, torch.Tensor]:
@@ -115,7 +123,11 @@ class LeanLlama(nn.Module):
             x = x + F.linear(F.silu(gate) * up, layer.down)  # (B, n, d)
         cache.length = start + n
         x = self._norm(x[:, -logits_to_keep:] if logits_to_keep else x)
-        return SimpleNamespace(logits=F.linear(x, self.lm_head))  # (B, n_keep, V)
+        logits = F.linear(x, self.lm_head)  # (B, n_keep, V')
+        if self.vocab is not None:  # back to the full vocabulary, -inf outside the draft's
+            full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))  # (B, n_keep, V)
+            logits = full.index_copy_(-1, self.vocab, logits)
+        return SimpleNamespace(logits=logits)  # (B, n_keep, V)
 
     def _norm(self, x: torch.Tensor) -> torch.Tensor:
         """RMSNorm without its weight (folded into the next projection)."""

@@ -5,6 +5,8 @@ Stages (each resumable, each logging to <work>/<stage>/log.jsonl):
   sizes      short runs of several target sizes, compared by held-out loss
   target     a Llama-architecture causal LM (context 512) trained on the train split
   draft      a much smaller Llama distilled from the target (KL to the target's logits)
+  draft-more further distillation of the saved draft
+  draft-vocab  the train split's token ranking beside the draft (the draft stages write it too)
 The held-out modules (specvideo.training.corpus.HELD_OUT_MODULES) are only ever evaluated on.
 """
 
@@ -23,10 +25,12 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from specvideo.text.vocab import save_token_ranking, token_ranking
 from specvideo.training.corpus import corpus_files, read_sources
 
 EOS = "<|endoftext|>"
 PAD = "<pad>"
+RANKING_SOURCE = "token counts of the train split (held-out modules excluded)"
 
 
 @dataclass(frozen=True)
@@ -317,7 +321,7 @@ def stage_draft(cfg: TrainConfig, tok, train, heldout) -> dict:
     res = train_loop(
         "draft", student, distill_loss(teacher), train, heldout, cfg.draft_minutes, cfg.draft_lr, cfg
     )
-    save_model(student, tok, Path(cfg.out) / "draft")
+    save_model(student, tok, Path(cfg.out) / "draft", ranking=token_ranking(train, len(tok)))
     return {**res, "params": num_params(student)}
 
 
@@ -334,8 +338,21 @@ def stage_draft_more(cfg: TrainConfig, tok, train, heldout) -> dict:
     res = train_loop(
         "draft-more", student, distill_loss(teacher), train, heldout, cfg.draft_minutes, cfg.draft_more_lr, cfg
     )
-    save_model(student, tok, Path(cfg.out) / "draft")
+    save_model(student, tok, Path(cfg.out) / "draft", ranking=token_ranking(train, len(tok)))
     return {**res, "params": num_params(student)}
+
+
+def stage_draft_vocab(cfg: TrainConfig, tok, train, heldout) -> dict:
+    """Rank the train split's tokens by frequency and save the ranking beside <out>/draft (the lean
+    drafter's FR-Spec vocabulary; the draft stages write it too)."""
+    draft = Path(cfg.out) / "draft"
+    if not (draft / "config.json").is_file():
+        raise ValueError(f"draft-vocab needs a trained draft in {draft}: run --stage draft first")
+    ranking = token_ranking(train, len(tok))
+    save_token_ranking(draft, ranking, RANKING_SOURCE)
+    counts = np.bincount(train, minlength=len(tok))
+    coverage = {n: float(counts[ranking[:n]].sum() / counts.sum()) for n in (1024, 2048, 4096)}
+    return {"train_coverage": coverage}
 
 
 def _frozen(path: Path, device: str) -> LlamaForCausalLM:
@@ -345,29 +362,39 @@ def _frozen(path: Path, device: str) -> LlamaForCausalLM:
     return model
 
 
-def save_model(model: LlamaForCausalLM, tok, path: Path) -> None:
-    """fp16 safetensors + tokenizer, written to a temp dir and renamed into place."""
+def save_model(model: LlamaForCausalLM, tok, path: Path, ranking: list[int] | None = None) -> None:
+    """fp16 safetensors + tokenizer (+ the token ranking for a draft), written to a temp dir and
+    renamed into place."""
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.to(torch.float16).save_pretrained(tmp, safe_serialization=True)
     model.to(torch.float32)
     tok.save_pretrained(tmp)
+    if ranking is not None:
+        save_token_ranking(tmp, ranking, RANKING_SOURCE)
     shutil.rmtree(path, ignore_errors=True)
     tmp.rename(path)
 
 
 def run(stage: str, cfg: TrainConfig) -> dict:
-    """Run one stage ("tokenizer", "sizes", "target", "draft", "draft-more") or "all" (sizes, target, draft)."""
+    """Run one stage ("tokenizer", "sizes", "target", "draft", "draft-more", "draft-vocab") or "all"
+    (sizes, target, draft)."""
     torch.set_num_threads(max(1, torch.get_num_threads()))
     Path(cfg.work).mkdir(parents=True, exist_ok=True)
     tok = train_tokenizer(cfg)
     train, heldout = token_array(cfg, tok, "train"), token_array(cfg, tok, "heldout")
     info = {"tokenizer_vocab": len(tok), "train_tokens": len(train), "heldout_tokens": len(heldout)}
-    stages = {"sizes": stage_sizes, "target": stage_target, "draft": stage_draft, "draft-more": stage_draft_more}
+    stages = {
+        "sizes": stage_sizes,
+        "target": stage_target,
+        "draft": stage_draft,
+        "draft-more": stage_draft_more,
+        "draft-vocab": stage_draft_vocab,
+    }
     todo = ["sizes", "target", "draft"] if stage == "all" else [] if stage == "tokenizer" else [stage]
     for name in todo:
         if name not in stages:
-            raise ValueError(f"unknown stage {name!r}; choose tokenizer, sizes, target, draft, draft-more or all")
+            raise ValueError(f"unknown stage {name!r}; choose tokenizer, sizes, target, draft, draft-more, draft-vocab or all")
         info[name] = stages[name](cfg, tok, train, heldout)
         results = Path(cfg.work) / "results.json"
         previous = json.loads(results.read_text()) if results.exists() else {}

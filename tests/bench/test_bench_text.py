@@ -1,6 +1,7 @@
 """The side-by-side text benchmark on tiny random models saved to a temporary directory."""
 
 import json
+import shutil
 
 import pytest
 
@@ -134,6 +135,34 @@ def test_second_drafter_adds_a_second_set_of_rows(dirs):
     assert "| ours-ngram-constant-k3 |" in to_markdown(results)
 
 
+def test_lean_drafter_with_a_ranked_vocabulary_adds_rows_and_a_decode_cost(dirs, tmp_path):
+    from specvideo.text.vocab import save_token_ranking
+
+    draft = tmp_path / "draft"
+    shutil.copytree(dirs / "draft", draft)
+    vocab_size = json.loads((draft / "config.json").read_text())["vocab_size"]
+    save_token_ranking(draft, list(range(vocab_size - 1, -1, -1)), "test")  # high ids "most frequent"
+    cfg = config(
+        dirs,
+        draft=str(draft),
+        methods=("hf-target", "ours-draft"),
+        drafters=("lean", "lean@64"),
+        schedules=("constant",),
+        ks=(3,),
+        temperatures=(0.0,),
+        max_new_tokens=6,
+    )
+    results = run_benchmark(cfg, prompts=["def f(x):"])
+    assert [r.method for r in results.rows] == ["hf-target", "ours-lean-constant-k3", "ours-lean@64-constant-k3"]
+    assert all(r.exact_match == 1.0 for r in results.rows)
+    decode = results.settings["decode_ms"]
+    assert {"draft_lean", "draft_lean@64", "draft_lean@64_over_target"} <= set(decode)
+    assert "lean@64 draft" in write_report(results, "cmd", tmp_path / "B.md").read_text()
+
+    with pytest.raises(ValueError, match="needs the token ranking beside the draft"):
+        run_benchmark(config(dirs, drafters=("lean@64",), methods=("ours-draft",)), prompts=["x"])
+
+
 def test_heldout_prompts_come_from_heldout_functions():
     prompts = heldout_prompts(24)
     assert len(prompts) == 24 and len({p.text for p in prompts}) == 24
@@ -184,6 +213,8 @@ def test_jsonl_loader_reads_prompts_and_missing_file_is_oserror(dirs, tmp_path):
         ({"ks": (0,)}, "k must be an integer >= 1"),
         ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
         ({"temperatures": (-1.0,)}, "temperature must be a finite number >= 0"),
+        ({"drafters": ("model@64",)}, "a vocabulary size goes with the lean drafter"),
+        ({"drafters": ("lean@0",)}, "as lean@N with N >= 1"),
     ],
 )
 def test_config_validation(kwargs, message):

@@ -91,6 +91,21 @@ def test_first_two_tokens_follow_the_target_distribution(models, drafter, sampli
         assert (draft_joint - exact).abs().sum() > 0.2
 
 
+def test_a_draft_restricted_to_some_tokens_keeps_the_target_distribution(models):
+    """The lean drafter proposes only 5 of the 8 tokens (q = 0 elsewhere): still exact."""
+    target, draft = models
+    sampling = SamplingConfig(temperature=1.0)
+    gen = SpeculativeGenerator(
+        target, draft=draft, drafter="lean", draft_vocab=[0, 2, 3, 5, 6], num_draft_tokens=3, schedule="constant"
+    )
+    exact = exact_joint(target, sampling)
+    observed, stats = sampled_joint(gen, sampling, seed=12)
+    assert stats.accepted > 0.1 * N and stats.accepted < stats.drafted
+    assert observed[[1, 4, 7]].sum() > 0.05 * N  # first tokens the draft can never propose
+    stat, critical = chi_square(observed, exact)
+    assert stat < critical, f"chi2 {stat:.1f} >= {critical:.1f}"
+
+
 def test_accepting_every_draft_token_fails_the_same_test(models, monkeypatch):
     target, draft = models
     sampling = SamplingConfig(temperature=1.0)

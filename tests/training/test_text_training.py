@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
+from specvideo.text.vocab import load_token_ranking, token_ranking
 from specvideo.training import text
 from tests.helpers import tiny_tokenizer
 
@@ -64,3 +65,18 @@ def test_draft_is_distilled_then_distilled_further(setup):
     after = LlamaForCausalLM.from_pretrained(f"{cfg.out}/draft").state_dict()
     assert after["model.layers.0.mlp.up_proj.weight"].dtype == torch.float16  # shipped as fp16
     assert not torch.equal(after["model.layers.0.mlp.up_proj.weight"], before["model.layers.0.mlp.up_proj.weight"])
+    assert load_token_ranking(f"{cfg.out}/draft") == token_ranking(train, len(tok))  # beside the draft
+
+
+def test_draft_vocab_stage_writes_the_train_ranking(setup):
+    cfg, tok, train, heldout = setup
+    with pytest.raises(ValueError, match="draft-vocab needs a trained draft"):
+        text.stage_draft_vocab(cfg, tok, train, heldout)
+    draft = text.make_llama(text.DRAFT_SIZE, cfg, tok)
+    text.save_model(draft, tok, Path(cfg.out) / "draft")
+    assert load_token_ranking(f"{cfg.out}/draft") is None
+    skewed = np.concatenate([train, np.full(500, 7, dtype=np.uint16)])  # token 7 now the most frequent
+    info = text.stage_draft_vocab(cfg, tok, skewed, heldout)
+    ranking = load_token_ranking(f"{cfg.out}/draft")
+    assert ranking[0] == 7 and sorted(ranking) == list(range(len(tok)))
+    assert 0 < info["train_coverage"][1024] <= 1
