@@ -498,7 +498,11 @@ def _add_train(commands) -> None:
     p = commands.add_parser("train", help="the recipes that produced the shipped weights")
     kinds = p.add_subparsers(dest="kind", required=True, parser_class=_Parser)
     t = kinds.add_parser("text", help="tokenizer, target and distilled draft for code completion")
-    t.add_argument("--stage", default="all", choices=["all", "tokenizer", "sizes", "target", "draft", "draft-more", "draft-vocab"])
+    t.add_argument(
+        "--stage",
+        default="all",
+        choices=["all", "tokenizer", "sizes", "target", "draft", "draft-more", "draft-vocab"],
+    )
     t.add_argument("--out", default=d.out, help="where the models are saved")
     t.add_argument("--work", default=d.work, help="checkpoints, logs and token caches (resumable)")
     t.add_argument(
@@ -528,7 +532,9 @@ def _add_train_video(kinds) -> None:
         v = kinds.add_parser(f"video-{stage}", help=what)
         v.add_argument("--steps", type=int, default=steps)
         v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
-        v.add_argument("--eval-every", type=int, default=d.eval_every, help="steps between held-out evaluations")
+        v.add_argument(
+            "--eval-every", type=int, default=d.eval_every, help="steps between held-out evaluations"
+        )
         v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
         v.add_argument("--device", default=d.device)
         v.add_argument("--seed", type=int, default=d.seed)
@@ -551,7 +557,12 @@ def _run_train_video(args: argparse.Namespace) -> int:
         return 0
     steps = {f"{args.stage}_steps": args.steps}
     cfg = replace(
-        cfg, max_minutes=args.max_minutes, eval_every=args.eval_every, device=args.device, seed=args.seed, **steps
+        cfg,
+        max_minutes=args.max_minutes,
+        eval_every=args.eval_every,
+        device=args.device,
+        seed=args.seed,
+        **steps,
     )
     if args.stage == "drafter":
         result = video.train_drafter(cfg)

@@ -68,7 +68,9 @@ def parse_drafter(spec: str) -> tuple[str, int | None]:
     if not at:
         return name, None
     if name != "lean" or not size.isdigit() or int(size) < 1:
-        raise ValueError(f"drafter {spec!r}: a vocabulary size goes with the lean drafter, as lean@N with N >= 1")
+        raise ValueError(
+            f"drafter {spec!r}: a vocabulary size goes with the lean drafter, as lean@N with N >= 1"
+        )
     return name, int(size)
 
 
@@ -133,7 +135,6 @@ class BenchTextConfig:
 
 
 BENCH_TEXT_DEFAULTS = BenchTextConfig()
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,7 +436,12 @@ def run_benchmark(
 
 
 def decode_costs(
-    target, draft, prompt: torch.Tensor, vocabs: dict[str, torch.Tensor] | None = None, tokens: int = 64, repeats: int = 3
+    target,
+    draft,
+    prompt: torch.Tensor,
+    vocabs: dict[str, torch.Tensor] | None = None,
+    tokens: int = 64,
+    repeats: int = 3,
 ) -> dict[str, float]:
     """Median wall time (ms) of one single-token decode step, after the prompt, for the target and
     for the draft run by transformers and by LeanLlama (Llama drafts only; also "draft_lean@N" for
@@ -882,7 +888,7 @@ def _text_section(results: BenchResults, command: str, plot_link: str) -> str:
     decode = s.get("decode_ms")
     if decode:
         lean = "".join(
-            f", {name[len('draft_'):].replace('_', ' ')} draft {decode[name]:.2f} ms "
+            f", {name[len('draft_') :].replace('_', ' ')} draft {decode[name]:.2f} ms "
             f"({decode[name + '_over_target']:.3f} of the target)"
             for name in decode
             if name.startswith("draft_lean") and not name.endswith("_over_target")

@@ -101,7 +101,9 @@ class SpeculativeGenerator:
         if draft_vocab is not None and drafter != "lean":
             raise ValueError(f"draft_vocab applies to the lean drafter, not drafter={drafter!r}")
         vocab = None if draft_vocab is None else torch.as_tensor(draft_vocab).to(self.device)
-        self._lean = LeanLlama(self.draft, vocab) if drafter == "lean" else None  # built once, reused by every call
+        self._lean = (
+            LeanLlama(self.draft, vocab) if drafter == "lean" else None
+        )  # built once, reused by every call
         self.drafter_name = drafter
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
@@ -256,7 +258,9 @@ def _accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
     return accept
 
 
-def _ranked_vocabulary(draft_path: str | None, size: int, draft: PreTrainedModel | None) -> torch.Tensor | None:
+def _ranked_vocabulary(
+    draft_path: str | None, size: int, draft: PreTrainedModel | None
+) -> torch.Tensor | None:
     """The ``size`` most frequent token ids by the ranking saved beside the draft; None (all tokens)
     when size is 0 or the draft has no ranking."""
     vocab_size = draft.config.vocab_size if draft is not None else 0

@@ -33,7 +33,9 @@ class LeanCache:
     def __init__(
         self, layers: int, batch: int, heads: int, head_dim: int, like: torch.Tensor, capacity: int = 256
     ):
-        self.kv = torch.empty((layers, 2, batch, heads, capacity, head_dim), dtype=like.dtype, device=like.device)
+        self.kv = torch.empty(
+            (layers, 2, batch, heads, capacity, head_dim), dtype=like.dtype, device=like.device
+        )
         self.length = 0
 
     def reserve(self, n: int) -> None:
@@ -87,8 +89,12 @@ class LeanLlama(nn.Module):
         cos, sin = model.model.rotary_emb(self.lm_head[None, :1], positions)  # (1, T, D) each
         sign = torch.cat([-torch.ones(D // 2), torch.ones(D - D // 2)]).to(sin)  # (D,)
         rotated = self.heads + self.kv_heads
-        cos_all = torch.cat([cos[0, :, None].expand(T, rotated, D), torch.ones(T, self.kv_heads, D).to(cos)], 1)
-        sin_all = torch.cat([(sin[0] * sign)[:, None].expand(T, rotated, D), torch.zeros(T, self.kv_heads, D).to(sin)], 1)
+        cos_all = torch.cat(
+            [cos[0, :, None].expand(T, rotated, D), torch.ones(T, self.kv_heads, D).to(cos)], 1
+        )
+        sin_all = torch.cat(
+            [(sin[0] * sign)[:, None].expand(T, rotated, D), torch.zeros(T, self.kv_heads, D).to(sin)], 1
+        )
         return cos_all.contiguous(), sin_all.contiguous()
 
     @property

@@ -43,7 +43,9 @@ def load_token_ranking(directory: str | os.PathLike) -> list[int] | None:
     try:
         ranking = json.loads(path.read_text())["ranking"]
     except (ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"{path} is not a token ranking (expected JSON with a 'ranking' list): {err}") from err
+        raise ValueError(
+            f"{path} is not a token ranking (expected JSON with a 'ranking' list): {err}"
+        ) from err
     if not isinstance(ranking, list) or not all(isinstance(t, int) for t in ranking):
         raise ValueError(f"{path}: 'ranking' must be a list of token ids")
     return ranking
@@ -67,10 +69,14 @@ def check_vocabulary(vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """A 1-D tensor of distinct token ids in [0, vocab_size), as long ints."""
     vocab = torch.as_tensor(vocab)
     if vocab.ndim != 1 or vocab.numel() == 0 or vocab.dtype.is_floating_point:
-        raise ValueError(f"a draft vocabulary must be a non-empty 1-D list of token ids, got shape {tuple(vocab.shape)}")
+        raise ValueError(
+            f"a draft vocabulary must be a non-empty 1-D list of token ids, got shape {tuple(vocab.shape)}"
+        )
     vocab = vocab.long()
     if int(vocab.min()) < 0 or int(vocab.max()) >= vocab_size:
-        raise ValueError(f"draft vocabulary ids must lie in [0, {vocab_size}), got {int(vocab.min())}..{int(vocab.max())}")
+        raise ValueError(
+            f"draft vocabulary ids must lie in [0, {vocab_size}), got {int(vocab.min())}..{int(vocab.max())}"
+        )
     if vocab.unique().numel() != vocab.numel():
         raise ValueError("draft vocabulary ids must be distinct")
     return vocab

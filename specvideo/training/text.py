@@ -336,7 +336,14 @@ def stage_draft_more(cfg: TrainConfig, tok, train, heldout) -> dict:
     teacher = _frozen(Path(cfg.out) / "target", cfg.device)
     student = LlamaForCausalLM.from_pretrained(Path(cfg.out) / "draft", dtype=torch.float32)
     res = train_loop(
-        "draft-more", student, distill_loss(teacher), train, heldout, cfg.draft_minutes, cfg.draft_more_lr, cfg
+        "draft-more",
+        student,
+        distill_loss(teacher),
+        train,
+        heldout,
+        cfg.draft_minutes,
+        cfg.draft_more_lr,
+        cfg,
     )
     save_model(student, tok, Path(cfg.out) / "draft", ranking=token_ranking(train, len(tok)))
     return {**res, "params": num_params(student)}
@@ -394,7 +401,9 @@ def run(stage: str, cfg: TrainConfig) -> dict:
     todo = ["sizes", "target", "draft"] if stage == "all" else [] if stage == "tokenizer" else [stage]
     for name in todo:
         if name not in stages:
-            raise ValueError(f"unknown stage {name!r}; choose tokenizer, sizes, target, draft, draft-more, draft-vocab or all")
+            raise ValueError(
+                f"unknown stage {name!r}; choose tokenizer, sizes, target, draft, draft-more, draft-vocab or all"
+            )
         info[name] = stages[name](cfg, tok, train, heldout)
         results = Path(cfg.work) / "results.json"
         previous = json.loads(results.read_text()) if results.exists() else {}

@@ -153,7 +153,11 @@ def test_lean_drafter_with_a_ranked_vocabulary_adds_rows_and_a_decode_cost(dirs,
         max_new_tokens=6,
     )
     results = run_benchmark(cfg, prompts=["def f(x):"])
-    assert [r.method for r in results.rows] == ["hf-target", "ours-lean-constant-k3", "ours-lean@64-constant-k3"]
+    assert [r.method for r in results.rows] == [
+        "hf-target",
+        "ours-lean-constant-k3",
+        "ours-lean@64-constant-k3",
+    ]
     assert all(r.exact_match == 1.0 for r in results.rows)
     decode = results.settings["decode_ms"]
     assert {"draft_lean", "draft_lean@64", "draft_lean@64_over_target"} <= set(decode)

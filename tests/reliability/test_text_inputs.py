@@ -221,3 +221,35 @@ def test_tokenizer_with_a_smaller_vocabulary_than_the_ids_it_makes(tok, capsys):
     small = SpeculativeGenerator(tiny_llama(64), tokenizer=tok, drafter="ngram")  # tok has 298 ids
     with pytest.raises(ValueError, match=r"outside the vocabulary \[0, 64\)"):
         small.generate("def quicksort(arr):", max_new_tokens=2, generator=torch.Generator().manual_seed(0))
+
+
+RANKINGS = [
+    ("garbled", "{garbage", "is not a token ranking"),
+    ("no-list", '{"ranking": "abc"}', "'ranking' must be a list of token ids"),
+    ("too-short", '{"ranking": [1, 2, 3]}', "fewer than the 100 asked for"),
+    (
+        "out-of-range",
+        json.dumps({"ranking": list(range(5000, 5100))}),
+        "draft vocabulary ids must lie in [0, 298)",
+    ),
+]
+
+
+@pytest.mark.parametrize("text,message", [r[1:] for r in RANKINGS], ids=[r[0] for r in RANKINGS])
+def test_bad_token_ranking_beside_the_draft(model_dirs, tmp_path, capsys, text, message):
+    draft = tmp_path / "draft"
+    shutil.copytree(model_dirs / "draft", draft)
+    (draft / "token_ranking.json").write_text(text)
+    with pytest.raises(ValueError) as info:
+        SpeculativeGenerator.from_pretrained(
+            str(model_dirs / "target"), str(draft), drafter="lean", draft_vocab_size=100
+        )
+    assert message in str(info.value)
+    argv = ["--target", model_dirs / "target", "--draft", draft, "--drafter", "lean", "--draft-vocab", "100"]
+    assert_cli_error(*cli(capsys, "text", "def f():", *argv), message)
+
+
+def test_negative_draft_vocab_flag(model_dirs, capsys):
+    argv = ["--target", model_dirs / "target", "--draft", model_dirs / "draft", "--drafter", "lean"]
+    code, out, err = cli(capsys, "text", "def f():", *argv, "--draft-vocab", "-1")
+    assert_cli_error(code, out, err, "draft vocabulary size must be an integer >= 0 (0 = all tokens), got -1")

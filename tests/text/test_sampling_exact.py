@@ -96,7 +96,12 @@ def test_a_draft_restricted_to_some_tokens_keeps_the_target_distribution(models)
     target, draft = models
     sampling = SamplingConfig(temperature=1.0)
     gen = SpeculativeGenerator(
-        target, draft=draft, drafter="lean", draft_vocab=[0, 2, 3, 5, 6], num_draft_tokens=3, schedule="constant"
+        target,
+        draft=draft,
+        drafter="lean",
+        draft_vocab=[0, 2, 3, 5, 6],
+        num_draft_tokens=3,
+        schedule="constant",
     )
     exact = exact_joint(target, sampling)
     observed, stats = sampled_joint(gen, sampling, seed=12)

@@ -91,7 +91,18 @@ def test_from_pretrained_and_cli_read_the_ranking_beside_the_draft(tmp_path, cap
     assert gen._lean.vocab.tolist() == list(range(40))
     full = SpeculativeGenerator.from_pretrained(target, draft, drafter="lean", draft_vocab_size=0)
     assert full._lean.vocab is None
-    argv = ["text", "def f(x):", "--target", target, "--draft", draft, "--drafter", "lean", "--max-new-tokens", "4"]
+    argv = [
+        "text",
+        "def f(x):",
+        "--target",
+        target,
+        "--draft",
+        draft,
+        "--drafter",
+        "lean",
+        "--max-new-tokens",
+        "4",
+    ]
     assert main([*argv, "--draft-vocab", "40"]) == 0
     capsys.readouterr()
     assert main([*argv, "--draft-vocab", "-3"]) == 2

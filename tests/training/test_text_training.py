@@ -1,8 +1,8 @@
 """The text training recipe on tiny models: a target run, resume, distillation and draft-more."""
 
 import json
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,7 +64,9 @@ def test_draft_is_distilled_then_distilled_further(setup):
     assert more["steps"] >= 10 and (Path(cfg.work) / "draft-more" / "checkpoint.pt").exists()
     after = LlamaForCausalLM.from_pretrained(f"{cfg.out}/draft").state_dict()
     assert after["model.layers.0.mlp.up_proj.weight"].dtype == torch.float16  # shipped as fp16
-    assert not torch.equal(after["model.layers.0.mlp.up_proj.weight"], before["model.layers.0.mlp.up_proj.weight"])
+    assert not torch.equal(
+        after["model.layers.0.mlp.up_proj.weight"], before["model.layers.0.mlp.up_proj.weight"]
+    )
     assert load_token_ranking(f"{cfg.out}/draft") == token_ranking(train, len(tok))  # beside the draft
 
 
