@@ -358,8 +358,32 @@ def stage_draft_vocab(cfg: TrainConfig, tok, train, heldout) -> dict:
     ranking = token_ranking(train, len(tok))
     save_token_ranking(draft, ranking, RANKING_SOURCE)
     counts = np.bincount(train, minlength=len(tok))
-    coverage = {n: float(counts[ranking[:n]].sum() / counts.sum()) for n in (1024, 2048, 4096)}
-    return {"train_coverage": coverage}
+    sizes = [n for n in VOCAB_SIZES if n < len(tok)] + [len(tok)]
+    info = {"train_coverage": {n: float(counts[ranking[:n]].sum() / counts.sum()) for n in sizes}}
+    if (Path(cfg.out) / "target" / "config.json").is_file():
+        info["train_agreement"] = draft_agreement(cfg, ranking, sizes, train)
+    return info
+
+
+VOCAB_SIZES = (1024, 2048, 4096)
+
+
+@torch.no_grad()
+def draft_agreement(cfg: TrainConfig, ranking: list[int], sizes: list[int], train: np.ndarray) -> dict:
+    """How often the draft's greedy token, restricted to the n most frequent tokens, equals the
+    target's, over 12 random train windows (the train split: the choice of n never sees held-out data)."""
+    target = _frozen(Path(cfg.out) / "target", cfg.device)
+    draft = _frozen(Path(cfg.out) / "draft", cfg.device)
+    starts = np.random.default_rng(cfg.seed + 2).integers(0, len(train) - cfg.seq_len - 1, 12)
+    x = batch_windows(train, starts, cfg.seq_len)[:, :-1].to(cfg.device)  # (12, T)
+    target_top = target(x).logits.argmax(-1)  # (12, T)
+    draft_logits = draft(x).logits  # (12, T, V)
+    out = {}
+    for n in sizes:
+        vocab = torch.tensor(ranking[:n], device=cfg.device)  # (n,)
+        draft_top = vocab[draft_logits[..., vocab].argmax(-1)]  # (12, T)
+        out[n] = float((draft_top == target_top).float().mean())
+    return out
 
 
 def _frozen(path: Path, device: str) -> LlamaForCausalLM:

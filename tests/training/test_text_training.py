@@ -81,4 +81,8 @@ def test_draft_vocab_stage_writes_the_train_ranking(setup):
     info = text.stage_draft_vocab(cfg, tok, skewed, heldout)
     ranking = load_token_ranking(f"{cfg.out}/draft")
     assert ranking[0] == 7 and sorted(ranking) == list(range(len(tok)))
-    assert 0 < info["train_coverage"][1024] <= 1
+    assert info["train_coverage"] == {len(tok): 1.0}  # 298 tokens: below the smallest listed size
+    assert "train_agreement" not in info  # no target to agree with
+    text.save_model(text.make_llama(text.DRAFT_SIZE, cfg, tok), tok, Path(cfg.out) / "target")
+    agreement = text.stage_draft_vocab(cfg, tok, skewed, heldout)["train_agreement"]
+    assert set(agreement) == {len(tok)} and 0 <= agreement[len(tok)] <= 1  # 298 tokens: only "all"
