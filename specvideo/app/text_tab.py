@@ -27,6 +27,7 @@ from specvideo.app.config import AppConfig
 from specvideo.core.types import SpecStats, Step
 from specvideo.paths import shipped
 from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator
+from specvideo.text.vocab import ranked_vocabulary
 
 ACCEPTED, CORRECTION, BONUS = "accepted draft", "target correction", "bonus token"
 COLORS = {ACCEPTED: "#4caf50", CORRECTION: "#f44336", BONUS: "#2196f3"}
@@ -50,11 +51,25 @@ def make_generator(drafter: str, k: int) -> SpeculativeGenerator:
     or "none" (target-only)."""
     base = load_pair(str(shipped("text", "target")), str(shipped("text", "draft")))
     check(base.tokenizer is not None, "the shipped target model has no tokenizer")
+    vocab = None
     if drafter == "model" and base.draft.config.model_type == "llama":
         drafter = "lean"
+        vocab = draft_vocab(str(shipped("text", "draft")), base.draft.config.vocab_size)
     return SpeculativeGenerator(
-        base.target, base.tokenizer, base.draft, drafter=drafter, num_draft_tokens=k, device=base.device
+        base.target,
+        base.tokenizer,
+        base.draft,
+        drafter=drafter,
+        num_draft_tokens=k,
+        device=base.device,
+        draft_vocab=vocab,
     )
+
+
+@cached
+def draft_vocab(draft_dir: str, vocab_size: int) -> torch.Tensor | None:
+    """The lean drafter's default restricted vocabulary (FR-Spec), as ``from_pretrained`` picks it."""
+    return ranked_vocabulary(draft_dir, TEXT_DEFAULTS.draft_vocab_size, vocab_size)
 
 
 def origins(step: Step) -> list[str]:

@@ -28,7 +28,7 @@ from specvideo.text.prompts import EncodedPrompt, encode_prompt
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.state import context_length
 from specvideo.text.verifier import TargetVerifier
-from specvideo.text.vocab import draft_vocabulary, load_token_ranking
+from specvideo.text.vocab import ranked_vocabulary
 
 D = TEXT_DEFAULTS
 
@@ -137,7 +137,7 @@ class SpeculativeGenerator:
         draft = load_causal_lm(draft_path, dtype) if draft_path else None
         kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
         if kwargs["drafter"] == "lean" and "draft_vocab" not in kwargs:
-            kwargs["draft_vocab"] = _ranked_vocabulary(draft_path, draft_vocab_size, draft)
+            kwargs["draft_vocab"] = ranked_vocabulary(draft_path, draft_vocab_size, draft.config.vocab_size)
         return cls(target, tokenizer=tokenizer, draft=draft, **kwargs)
 
     def generate(
@@ -256,17 +256,6 @@ def _accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
         return rejection_sample(p, draft.q, draft.items, draft.lengths, generator)
 
     return accept
-
-
-def _ranked_vocabulary(
-    draft_path: str | None, size: int, draft: PreTrainedModel | None
-) -> torch.Tensor | None:
-    """The ``size`` most frequent token ids by the ranking saved beside the draft; None (all tokens)
-    when size is 0 or the draft has no ranking."""
-    vocab_size = draft.config.vocab_size if draft is not None else 0
-    ranking = load_token_ranking(draft_path) if draft_path and os.path.isdir(draft_path) else None
-    vocab = draft_vocabulary(ranking or [], size, vocab_size, required=ranking is not None)
-    return vocab if ranking is not None else None
 
 
 def _check_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:

@@ -65,6 +65,14 @@ def draft_vocabulary(
     return torch.tensor(sorted(ranking[:size]), dtype=torch.long)
 
 
+def ranked_vocabulary(draft_dir: str | os.PathLike | None, size: int, vocab_size: int) -> torch.Tensor | None:
+    """The ``size`` most frequent token ids by the ranking saved beside a draft; None (all tokens)
+    when size is 0 or the draft directory has no ranking (the size is checked either way)."""
+    ranking = load_token_ranking(draft_dir) if draft_dir and os.path.isdir(draft_dir) else None
+    vocab = draft_vocabulary(ranking or [], size, vocab_size, required=ranking is not None)
+    return vocab if ranking is not None else None
+
+
 def check_vocabulary(vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
     """A 1-D tensor of distinct token ids in [0, vocab_size), as long ints."""
     vocab = torch.as_tensor(vocab)

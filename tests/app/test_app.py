@@ -95,6 +95,32 @@ def step(num_accepted: int, drafted: int, emitted: int) -> Step:
     return Step(0, drafted, draft, verdict, [list(range(emitted))], torch.tensor([True]))
 
 
+def test_app_model_drafter_uses_the_ranked_draft_vocabulary(tmp_path, monkeypatch):
+    """The app runs the lean drafter with the same FR-Spec vocabulary as from_pretrained()."""
+    from dataclasses import replace
+
+    from specvideo.app import text_tab
+    from specvideo.text.vocab import save_token_ranking
+    from tests.conftest import save_tiny_models
+
+    root = save_tiny_models(tmp_path, video=False)
+    monkeypatch.setenv("SPECVIDEO_MODELS", str(root))
+    monkeypatch.setattr(text_tab, "TEXT_DEFAULTS", replace(text_tab.TEXT_DEFAULTS, draft_vocab_size=50))
+    assert text_tab.make_generator("model", 3)._lean.vocab is None  # no ranking beside the draft
+    ranked = tmp_path / "ranked"
+    save_tiny_models(ranked, video=False)
+    vocab_size = text_tab.make_generator("ngram", 3).target.config.vocab_size
+    save_token_ranking(ranked / "text" / "draft", list(range(vocab_size - 1, -1, -1)), "test")
+    monkeypatch.setenv("SPECVIDEO_MODELS", str(ranked))
+    gen = text_tab.make_generator("model", 3)
+    assert gen.drafter_name == "lean" and gen._lean.vocab.tolist() == list(range(vocab_size - 50, vocab_size))
+    out = gen.generate("def f(x):", max_new_tokens=8, stop=None)
+    assert (
+        out.token_ids
+        == text_tab.make_generator("none", 3).generate("def f(x):", max_new_tokens=8, stop=None).token_ids
+    )
+
+
 def test_token_origins_per_round():
     assert origins(step(2, 4, 3)) == [ACCEPTED, ACCEPTED, CORRECTION]
     assert origins(step(4, 4, 5)) == [ACCEPTED] * 4 + [BONUS]
