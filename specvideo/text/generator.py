@@ -100,10 +100,8 @@ class SpeculativeGenerator:
         self.tokenizer = tokenizer
         if draft_vocab is not None and drafter != "lean":
             raise ValueError(f"draft_vocab applies to the lean drafter, not drafter={drafter!r}")
-        vocab = None if draft_vocab is None else torch.as_tensor(draft_vocab).to(self.device)
-        self._lean = (
-            LeanLlama(self.draft, vocab) if drafter == "lean" else None
-        )  # built once, reused by every call
+        # built once, reused by every call
+        self._lean = LeanLlama(self.draft, draft_vocab) if drafter == "lean" else None
         self.drafter_name = drafter
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule

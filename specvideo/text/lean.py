@@ -60,7 +60,7 @@ class LeanLlama(nn.Module):
     one cache write, SDPA, the output projection, RMSNorm, one gate/up projection, SiLU, down.
     """
 
-    def __init__(self, model: PreTrainedModel, vocab: torch.Tensor | None = None):
+    def __init__(self, model: PreTrainedModel, vocab: torch.Tensor | list[int] | None = None):
         super().__init__()
         config = model.config
         if getattr(config, "model_type", None) != "llama":

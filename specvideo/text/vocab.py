@@ -30,8 +30,11 @@ def token_ranking(train_ids: np.ndarray, vocab_size: int) -> list[int]:
 
 
 def save_token_ranking(directory: str | os.PathLike, ranking: list[int], source: str) -> Path:
+    """Written to a temp file and renamed, so an existing ranking is never left half-written."""
     path = Path(directory) / RANKING_FILE
-    path.write_text(json.dumps({"source": source, "ranking": [int(t) for t in ranking]}))
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"source": source, "ranking": [int(t) for t in ranking]}))
+    os.replace(tmp, path)
     return path
 
 
@@ -51,14 +54,11 @@ def load_token_ranking(directory: str | os.PathLike) -> list[int] | None:
     return ranking
 
 
-def draft_vocabulary(
-    ranking: list[int], size: int, vocab_size: int, required: bool = True
-) -> torch.Tensor | None:
+def draft_vocabulary(ranking: list[int], size: int, vocab_size: int) -> torch.Tensor | None:
     """The ``size`` most frequent token ids (sorted), or None for the whole vocabulary (size 0 or
-    size >= vocab_size, or no ranking when not ``required``; the size is checked either way)."""
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise ValueError(f"draft vocabulary size must be an integer >= 0 (0 = all tokens), got {size!r}")
-    if size == 0 or size >= vocab_size or not required:
+    size >= vocab_size)."""
+    check_size(size)
+    if size == 0 or size >= vocab_size:
         return None
     if len(ranking) < size:
         raise ValueError(f"the token ranking lists {len(ranking)} tokens, fewer than the {size} asked for")
@@ -68,9 +68,14 @@ def draft_vocabulary(
 def ranked_vocabulary(draft_dir: str | os.PathLike | None, size: int, vocab_size: int) -> torch.Tensor | None:
     """The ``size`` most frequent token ids by the ranking saved beside a draft; None (all tokens)
     when size is 0 or the draft directory has no ranking (the size is checked either way)."""
+    check_size(size)
     ranking = load_token_ranking(draft_dir) if draft_dir and os.path.isdir(draft_dir) else None
-    vocab = draft_vocabulary(ranking or [], size, vocab_size, required=ranking is not None)
-    return vocab if ranking is not None else None
+    return None if ranking is None else draft_vocabulary(ranking, size, vocab_size)
+
+
+def check_size(size) -> None:
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise ValueError(f"draft vocabulary size must be an integer >= 0 (0 = all tokens), got {size!r}")
 
 
 def check_vocabulary(vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:

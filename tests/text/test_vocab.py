@@ -13,6 +13,7 @@ from specvideo.text.vocab import (
     RANKING_FILE,
     draft_vocabulary,
     load_token_ranking,
+    ranked_vocabulary,
     save_token_ranking,
     token_ranking,
 )
@@ -25,16 +26,19 @@ def test_ranking_orders_by_count_then_id_and_round_trips(tmp_path):
     save_token_ranking(tmp_path, ranking, "test")
     assert load_token_ranking(tmp_path) == ranking
     assert load_token_ranking(tmp_path / "elsewhere") is None
+    assert [p.name for p in tmp_path.iterdir()] == [RANKING_FILE]  # no temp file left behind
 
 
 def test_vocabulary_sizes_and_errors(tmp_path):
     ranking = [5, 2, 7, 0, 1, 3, 4, 6]
     assert draft_vocabulary(ranking, 3, 8).tolist() == [2, 5, 7]  # sorted ids
     assert draft_vocabulary(ranking, 0, 8) is None and draft_vocabulary(ranking, 8, 8) is None
-    assert draft_vocabulary([], 3, 8, required=False) is None
+    assert ranked_vocabulary(tmp_path, 3, 8) is None  # no ranking in the directory: all tokens
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match="integer >= 0"):
             draft_vocabulary(ranking, bad, 8)
+        with pytest.raises(ValueError, match="integer >= 0"):
+            ranked_vocabulary(tmp_path, bad, 8)  # checked even without a ranking
     with pytest.raises(ValueError, match="fewer than the 5 asked for"):
         draft_vocabulary(ranking[:4], 5, 8)
     (tmp_path / RANKING_FILE).write_text("{not json")
