@@ -114,15 +114,15 @@ class LeanLlama(nn.Module):
         logits_to_keep: int = 0,
         **unused,
     ) -> SimpleNamespace:
-        """input_ids (B, n); attention_mask (B, L + n) over cached + new slots; position_ids (B, n)."""
+        """input_ids (B, n); attention_mask (B, L + n) over cached + new slots, or None when every
+        slot holds a real token; position_ids (B, n)."""
         B, n = input_ids.shape
         start = cache.length
         cache.reserve(n)
         x = F.embedding(input_ids, self.embed)  # (B, n, d)
         cos = self.cos[position_ids].transpose(1, 2)  # (B, H + 2 H_kv, n, D)
         sin = self.sin[position_ids].transpose(1, 2)
-        valid = attention_mask.bool()  # (B, L + n)
-        mask = None if n == 1 and bool(valid.all()) else _attention_mask(valid, start, n)  # (B, 1, n, L + n)
+        mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         for i, layer in enumerate(self.layers):
             x = x + self._attend(i, layer, self._norm(x), cos, sin, mask, cache)
             gate, up = F.linear(self._norm(x), layer.gate_up).chunk(2, -1)  # (B, n, I) each
@@ -168,13 +168,20 @@ def _fuse(layer) -> SimpleNamespace:
     )
 
 
-def _attention_mask(valid: torch.Tensor, start: int, n: int) -> torch.Tensor:
+def _attention_mask(
+    attention_mask: torch.Tensor | None, start: int, n: int, device: torch.device
+) -> torch.Tensor | None:
     """Causal over slots, masked where a slot holds no real token; a query always sees itself so a
-    padding query never has an empty row (its output is ignored, but must stay finite)."""
-    total = valid.shape[1]
-    slots = torch.arange(total, device=valid.device)  # (L + n,)
-    query = start + torch.arange(n, device=valid.device)  # (n,)
+    padding query never has an empty row (its output is ignored, but must stay finite). None when
+    one token is decoded and every slot is real: it sees them all."""
+    if attention_mask is None and n == 1:
+        return None
+    slots = torch.arange(start + n, device=device)  # (L + n,)
+    query = start + torch.arange(n, device=device)  # (n,)
     causal = slots[None, :] <= query[:, None]  # (n, L + n)
+    if attention_mask is None:
+        return causal[None, None]  # (1, 1, n, L + n)
+    valid = attention_mask.bool()  # (B, L + n)
     return ((causal[None] & valid[:, None, :]) | (slots[None, :] == query[:, None])[None])[
         :, None
     ]  # (B, 1, n, L + n)

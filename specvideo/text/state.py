@@ -4,6 +4,10 @@ Layout: every row shares the cache's slot axis; a (B, L) bool ``mask`` says whic
 token. Rows that accept fewer tokens than others leave masked *holes*; position ids count only real
 tokens, so each row sees exactly the positions it would see alone. Rollback masks the rejected
 slots and crops the slots that no row uses any more (for batch 1 this is a plain crop).
+
+While every slot and every pending token is real (always for batch 1), the model gets no
+attention mask at all: it is plain causal attention, and transformers skips building one (on this
+project's CPU, building it was about an eighth of a tiny target's single-token step).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ class CausalLMState:
         self.num_tokens = torch.zeros(B, dtype=torch.long, device=self.device)  # (B,) real tokens cached
         self.pending = input_ids  # (B, n) fed at the next forward
         self.pending_valid = attention_mask.bool()  # (B, n)
+        self.full = bool(self.pending_valid.all())  # no hole anywhere: no attention mask needed
         self.max_position = context_length(model) - 1
         self.round_start = 0
         self._kwargs = _forward_kwargs(model)
@@ -45,7 +50,10 @@ class CausalLMState:
 
     def push(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> None:
         """Queue tokens (B, n) for the next forward; the last pushed column must be real in every row."""
-        valid = torch.ones_like(tokens, dtype=torch.bool) if valid is None else valid
+        if valid is None:
+            valid = torch.ones_like(tokens, dtype=torch.bool)
+        elif self.full:
+            self.full = bool(valid.all())
         self.pending = torch.cat([self.pending, tokens], dim=1)
         self.pending_valid = torch.cat([self.pending_valid, valid], dim=1)
 
@@ -65,7 +73,7 @@ class CausalLMState:
         mask = torch.cat([self.mask, valid], dim=1)  # (B, L + n)
         out = self.model(
             input_ids=tokens,
-            attention_mask=mask.long(),
+            attention_mask=None if self.full else mask.long(),
             position_ids=positions,
             use_cache=True,
             **{self._kwargs.cache: self.cache},
@@ -92,6 +100,7 @@ class CausalLMState:
         if new_length < self.length:
             self.cache.crop(new_length - self.length)  # a negative count removes that many slots
             self.mask = self.mask[:, :new_length]
+        self.full = self.full and bool(self.mask.all())  # rows that keep different counts leave holes
 
 
 class _Kwargs:

@@ -17,6 +17,7 @@ def test_logits_match_transformers_over_a_ragged_batch_with_rollback():
     ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
     hf, fast = CausalLMState(model, ids, mask), CausalLMState(lean, ids, mask)
+    assert not hf.full  # padding: the models get an attention mask
     torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
     for step in range(6):
         extra = torch.randint(3, 64, (3, 3), generator=torch.Generator().manual_seed(step))
@@ -31,6 +32,28 @@ def test_logits_match_transformers_over_a_ragged_batch_with_rollback():
             state.push(torch.tensor([[5], [6], [7]]))
 
 
+def test_holes_left_by_a_rollback_bring_the_attention_mask_back():
+    """No padding, so no mask at first; rows then keep different numbers of tokens, which leaves
+    holes: from there on both models must get the mask, and still agree."""
+    model = tiny_llama(64, seed=4)
+    lean = LeanLlama(model)
+    ids = torch.tensor(random_prompts(2, 64, seed=6, min_len=5, max_len=5))
+    hf, fast = CausalLMState(model, ids, torch.ones_like(ids)), CausalLMState(lean, ids, torch.ones_like(ids))
+    assert hf.full
+    torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
+    for state in (hf, fast):
+        state.mark_round()
+    extra = torch.tensor([[7, 8, 9], [10, 11, 12]])
+    torch.testing.assert_close(fast.forward(extra, num_logits=3), hf.forward(extra, num_logits=3))
+    for state in (hf, fast):
+        state.rollback(torch.tensor([1, 3]))
+        assert not state.full  # row 0 dropped two slots that row 1 keeps
+        state.push(torch.tensor([[5], [6]]))
+    torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
+    alone = CausalLMState(model, torch.tensor([ids[0].tolist() + [7, 5]]), torch.ones(1, 7, dtype=torch.long))
+    torch.testing.assert_close(hf.forward(torch.tensor([[9], [9]]))[:1], alone.forward(torch.tensor([[9]])))
+
+
 def test_single_token_decoding_without_a_mask_matches_transformers():
     """Batch 1, no padding: each one-token step runs the unmasked path; crops in between; the
     preallocated cache (256 slots) grows on the way."""
@@ -39,6 +62,7 @@ def test_single_token_decoding_without_a_mask_matches_transformers():
     ids = torch.tensor([random_prompts(1, 64, seed=3, min_len=250, max_len=250)[0]])
     hf, fast = CausalLMState(model, ids, torch.ones_like(ids)), CausalLMState(lean, ids, torch.ones_like(ids))
     torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
+    assert hf.full and fast.full  # every slot real: no attention mask at all
     for step in range(8):
         token = torch.tensor([[3 + step]])
         for state in (hf, fast):
