@@ -46,14 +46,15 @@ def _add_text(commands) -> None:
     )
     p.add_argument(
         "--drafter",
-        choices=["model", "lean"],
-        help="how to run the draft model (default: lean for the shipped pair)",
+        choices=["model", "lean", "hybrid"],
+        help="how to run the draft model: transformers, lean, or hybrid (prompt lookup when the context "
+        "repeats, else lean); default: lean for the shipped pair",
     )
     p.add_argument(
         "--draft-vocab",
         type=int,
         default=d.draft_vocab_size,
-        help="lean drafter: propose only the N most frequent tokens (FR-Spec; needs token_ranking.json "
+        help="lean and hybrid drafters: propose only the N most frequent tokens (FR-Spec; needs token_ranking.json "
         "beside the draft, else all tokens); 0 = all tokens",
     )
     p.add_argument("--num-draft-tokens", "-k", type=int, default=d.num_draft_tokens, help="draft length k")
@@ -154,7 +155,7 @@ def _add_bench(commands) -> None:
         type=_names,
         default=d.drafters,
         help="our model-drafter variant(s), comma-separated: model, lean, lean@N (the lean drafter "
-        "restricted to the N most frequent tokens)",
+        "restricted to the N most frequent tokens), hybrid, hybrid@N (prompt lookup first, else lean)",
     )
     t.add_argument(
         "--methods",

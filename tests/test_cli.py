@@ -33,7 +33,19 @@ def test_text_json_with_draft_and_ngram_agree_greedily(model_dirs, capsys):
         capsys, "text", "def quicksort(arr):", "--target", target, "--draft", draft, "-k", "3", *common
     )
     with_ngram = run_json(capsys, "text", "def quicksort(arr):", "--target", target, "--ngram", *common)
-    assert with_draft["token_ids"] == with_ngram["token_ids"]  # both exact w.r.t. the target
+    hybrid = run_json(
+        capsys,
+        "text",
+        "def quicksort(arr):",
+        "--target",
+        target,
+        "--draft",
+        draft,
+        "--drafter",
+        "hybrid",
+        *common,
+    )
+    assert with_draft["token_ids"] == with_ngram["token_ids"] == hybrid["token_ids"]  # all exact
     stats = with_draft["stats"]
     assert stats["drafted"] > 0 and 0 <= stats["acceptance_rate"] <= 1
     assert stats["target_calls"] >= 1 and isinstance(with_draft["text"], str)

@@ -31,7 +31,11 @@ from specvideo.text.vocab import ranked_vocabulary
 
 ACCEPTED, CORRECTION, BONUS = "accepted draft", "target correction", "bonus token"
 COLORS = {ACCEPTED: "#4caf50", CORRECTION: "#f44336", BONUS: "#2196f3"}
-DRAFTERS = [("draft model", "model"), ("n-gram (prompt lookup)", "ngram")]
+DRAFTERS = [
+    ("draft model", "model"),
+    ("draft model + prompt lookup", "hybrid"),
+    ("n-gram (prompt lookup)", "ngram"),
+]
 EXAMPLES = [
     "def quicksort(arr):",
     "class Stack:\n    def __init__(self):",
@@ -47,13 +51,13 @@ def load_pair(target_dir: str, draft_dir: str) -> SpeculativeGenerator:
 
 
 def make_generator(drafter: str, k: int) -> SpeculativeGenerator:
-    """A generator over the cached models: "model" (run lean when the draft is a Llama), "ngram",
-    or "none" (target-only)."""
+    """A generator over the cached models: "model" (run lean when the draft is a Llama), "hybrid"
+    (prompt lookup, else the lean draft), "ngram", or "none" (target-only)."""
     base = load_pair(str(shipped("text", "target")), str(shipped("text", "draft")))
     check(base.tokenizer is not None, "the shipped target model has no tokenizer")
     vocab = None
-    if drafter == "model" and base.draft.config.model_type == "llama":
-        drafter = "lean"
+    if drafter == "hybrid" or (drafter == "model" and base.draft.config.model_type == "llama"):
+        drafter = "lean" if drafter == "model" else drafter
         vocab = draft_vocab(str(shipped("text", "draft")), base.draft.config.vocab_size)
     return SpeculativeGenerator(
         base.target,
@@ -173,7 +177,10 @@ class TextTab:
         c = self.config
         check(isinstance(prompt, str) and prompt.strip(), "the prompt is empty: give some code to continue")
         check(len(prompt) <= c.max_prompt_chars, f"the prompt is limited to {c.max_prompt_chars} characters")
-        check(drafter in dict(DRAFTERS).values(), f"drafter must be 'model' or 'ngram', got {drafter!r}")
+        check(
+            drafter in dict(DRAFTERS).values(),
+            f"drafter must be one of {list(dict(DRAFTERS).values())}, got {drafter!r}",
+        )
         return TextRequest(
             prompt=prompt,
             drafter=drafter,

@@ -63,13 +63,14 @@ def _check_positive_int(name: str, value) -> None:
 
 def parse_drafter(spec: str) -> tuple[str, int | None]:
     """ "model" -> ("model", None); "lean@2048" -> ("lean", 2048): the lean drafter restricted to
-    the 2048 most frequent tokens."""
+    the 2048 most frequent tokens; "hybrid@2048": prompt lookup first, else that lean drafter."""
     name, at, size = spec.partition("@")
     if not at:
         return name, None
-    if name != "lean" or not size.isdigit() or int(size) < 1:
+    if name not in ("lean", "hybrid") or not size.isdigit() or int(size) < 1:
         raise ValueError(
-            f"drafter {spec!r}: a vocabulary size goes with the lean drafter, as lean@N with N >= 1"
+            f"drafter {spec!r}: a vocabulary size goes with the lean and hybrid drafters, as lean@N or "
+            "hybrid@N with N >= 1"
         )
     return name, int(size)
 
@@ -79,7 +80,8 @@ class BenchTextConfig:
     """Defaults of ``specvideo bench text`` (the CLI reads them from here).
 
     drafters: names of our model-drafter variants; each adds one row per schedule x k. "lean@N"
-    is the lean drafter restricted to the N most frequent tokens (the ranking beside the draft).
+    is the lean drafter restricted to the N most frequent tokens (the ranking beside the draft);
+    "hybrid" / "hybrid@N" look the context up first and draft with that lean drafter otherwise.
     lookup_k: draft length of both prompt-lookup methods (HF's prompt_lookup_num_tokens and our
     n-gram drafter with a constant schedule).
     """
@@ -452,8 +454,8 @@ def decode_costs(
     models = {"target": target, "draft": draft}
     if getattr(draft.config, "model_type", None) == "llama":
         models["draft_lean"] = LeanLlama(draft)
-        for spec, vocab in (vocabs or {}).items():
-            models[f"draft_{spec}"] = LeanLlama(draft, vocab)
+        for vocab in (vocabs or {}).values():  # lean@N and hybrid@N run the same restricted draft
+            models[f"draft_lean@{len(vocab)}"] = LeanLlama(draft, vocab)
     costs = {}
     for name, model in models.items():
         samples = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DRAFTERS = ("model", "lean", "ngram", "none")
+DRAFTERS = ("model", "lean", "hybrid", "ngram", "none")
 
 
 @dataclass(frozen=True)
@@ -17,8 +17,11 @@ class TextConfig:
     top_k: int | None = None
     top_p: float | None = None
     max_ngram: int = 3
+    # hybrid drafter: look up only matches of at least this many tokens (else the model drafts);
+    # chosen on train-split prompts (models/text/README.md), 1-token matches cost sampled speed
+    hybrid_min_ngram: int = 2
     confidence_threshold: float = 0.4
-    draft_vocab_size: int = 2048  # lean drafter: the most frequent tokens it may propose (0 = all)
+    draft_vocab_size: int = 2048  # lean and hybrid drafters: the most frequent tokens it may propose (0 = all)
     seed: int = 0
 
 

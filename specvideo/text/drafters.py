@@ -1,4 +1,5 @@
-"""Text drafters: a small causal LM, prompt lookup (n-gram), or none (target-only decoding).
+"""Text drafters: a small causal LM, prompt lookup (n-gram), both (lookup first), or none
+(target-only decoding).
 
 Every drafter has ``start(input_ids, attention_mask)`` for a new batch, ``propose(k, keep_drafting)``
 returning a Draft of token ids (B, k), and ``commit(draft, verdict)`` to catch up with what the
@@ -87,6 +88,55 @@ class ModelDrafter:
             )
         else:
             self.state.push(next_token)
+
+    def catch_up(self, draft: Draft, verdict: Verdict) -> None:
+        """After a round another drafter proposed: queue the tokens the target accepted and its
+        correction; the next forward feeds them all at once."""
+        a = verdict.num_accepted  # (B,)
+        width = int(a.max()) if draft.k else 0
+        if width:
+            accepted = torch.arange(width, device=a.device)[None, :] < a[:, None]  # (B, width)
+            self.state.push(draft.items[:, :width], accepted)
+        self.state.push(verdict.next_item[:, None])
+
+
+class HybridDrafter:
+    """Prompt lookup first, the draft model otherwise, decided each round.
+
+    When the context's last tokens occurred earlier in every row (``NGramDrafter.lookup``), the
+    tokens that followed are proposed for free; otherwise the model drafts. Code repeats itself, so
+    many rounds cost no draft forward at all. The model catches up on the rounds it sat out in its
+    next forward. Either way the target verifies every token, so the output stays exact.
+    """
+
+    def __init__(self, model: ModelDrafter, lookup: NGramDrafter):
+        self.model = model
+        self.lookup = lookup
+        self.lookup_rounds = 0
+        self._looked_up = False
+
+    @property
+    def calls(self) -> int:
+        return self.model.calls
+
+    def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        self.model.start(input_ids, attention_mask)
+        self.lookup.start(input_ids, attention_mask)
+
+    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
+        draft = self.lookup.propose(k, None)
+        self._looked_up = k > 0 and bool((draft.lengths > 0).all())
+        if self._looked_up:
+            self.lookup_rounds += 1
+            return draft
+        return self.model.propose(k, keep_drafting)
+
+    def commit(self, draft: Draft, verdict: Verdict) -> None:
+        self.lookup.commit(draft, verdict)
+        if self._looked_up:
+            self.model.catch_up(draft, verdict)
+        else:
+            self.model.commit(draft, verdict)
 
 
 class NGramDrafter:

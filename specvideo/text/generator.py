@@ -22,7 +22,7 @@ from specvideo.core.types import Draft, SpecStats, Step
 from specvideo.errors import first_line
 from specvideo.paths import shipped
 from specvideo.text.config import DRAFTERS, TEXT_DEFAULTS
-from specvideo.text.drafters import ModelDrafter, NGramDrafter, NullDrafter
+from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
 from specvideo.text.lean import LeanLlama
 from specvideo.text.prompts import EncodedPrompt, encode_prompt
 from specvideo.text.sampling import SamplingConfig
@@ -31,6 +31,7 @@ from specvideo.text.verifier import TargetVerifier
 from specvideo.text.vocab import ranked_vocabulary
 
 D = TEXT_DEFAULTS
+LEAN = ("lean", "hybrid")  # the drafters that run the draft with LeanLlama
 
 
 @dataclass
@@ -64,10 +65,11 @@ class SpeculativeGenerator:
     """Speculative text generation with a target causal LM and a drafter.
 
     drafter: "model" (a small causal LM passed as ``draft``), "lean" (the same Llama draft run by
-    ``LeanLlama``, much less per-call overhead on CPU), "ngram" (prompt lookup, no model) or "none"
+    ``LeanLlama``, much less per-call overhead on CPU), "hybrid" (prompt lookup when the context's
+    last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no model) or "none"
     (plain target-only decoding through the same loop, the baseline).
 
-    draft_vocab: token ids the lean drafter may propose (FR-Spec, ``specvideo.text.vocab``); None
+    draft_vocab: token ids the lean (or hybrid) drafter may propose (FR-Spec, ``specvideo.text.vocab``); None
     for the whole vocabulary. ``from_pretrained`` takes the ``draft_vocab_size`` most frequent
     tokens from the ranking saved beside the draft.
     """
@@ -87,7 +89,7 @@ class SpeculativeGenerator:
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
-        if drafter in ("model", "lean") and draft is None:
+        if drafter in ("model", "lean", "hybrid") and draft is None:
             raise ValueError(
                 f"drafter={drafter!r} needs a draft model: pass draft=..., or use drafter='ngram'"
             )
@@ -98,10 +100,10 @@ class SpeculativeGenerator:
         if self.draft is not None:
             _check_vocab(self.target, self.draft)
         self.tokenizer = tokenizer
-        if draft_vocab is not None and drafter != "lean":
-            raise ValueError(f"draft_vocab applies to the lean drafter, not drafter={drafter!r}")
+        if draft_vocab is not None and drafter not in LEAN:
+            raise ValueError(f"draft_vocab applies to the lean and hybrid drafters, not drafter={drafter!r}")
         # built once, reused by every call
-        self._lean = LeanLlama(self.draft, draft_vocab) if drafter == "lean" else None
+        self._lean = LeanLlama(self.draft, draft_vocab) if drafter in LEAN else None
         self.drafter_name = drafter
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
@@ -121,7 +123,7 @@ class SpeculativeGenerator:
 
         With no argument, the shipped code-completion pair under ``models/text/`` is loaded (with
         the lean drafter). The tokenizer is read from the target's directory. Without a draft the
-        n-gram drafter is used. With the lean drafter and a ``token_ranking.json`` beside the
+        n-gram drafter is used. With the lean or hybrid drafter and a ``token_ranking.json`` beside the
         draft, the draft proposes only the ``draft_vocab_size`` most frequent tokens (0 = all).
         """
         if target_path is None:
@@ -134,7 +136,7 @@ class SpeculativeGenerator:
         tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
         draft = load_causal_lm(draft_path, dtype) if draft_path else None
         kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
-        if kwargs["drafter"] == "lean" and "draft_vocab" not in kwargs:
+        if kwargs["drafter"] in LEAN and "draft_vocab" not in kwargs:
             kwargs["draft_vocab"] = ranked_vocabulary(draft_path, draft_vocab_size, draft.config.vocab_size)
         return cls(target, tokenizer=tokenizer, draft=draft, **kwargs)
 
@@ -218,6 +220,9 @@ class SpeculativeGenerator:
             return ModelDrafter(self.draft, sampling, generator)
         if self.drafter_name == "lean":
             return ModelDrafter(self._lean, sampling, generator)
+        if self.drafter_name == "hybrid":
+            lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
+            return HybridDrafter(ModelDrafter(self._lean, sampling, generator), lookup)
         if self.drafter_name == "ngram":
             return NGramDrafter(self.max_ngram)
         return NullDrafter()

@@ -81,7 +81,7 @@ def test_text_sampling_is_reproducible_by_seed(client):
         (dict(prompt="   "), "the prompt is empty"),
         (dict(temperature=-1), "minimum value 0"),
         (dict(prompt="x = 1\n" * 200, max_new_tokens=200), "exceeds the target's context length"),
-        (dict(drafter="lean"), "is not in the list of choices: ['model', 'ngram']"),
+        (dict(drafter="lean"), "is not in the list of choices: ['model', 'hybrid', 'ngram']"),
     ],
 )
 def test_text_invalid_inputs_are_clear_errors(client, kwargs, message):
@@ -114,11 +114,11 @@ def test_app_model_drafter_uses_the_ranked_draft_vocabulary(tmp_path, monkeypatc
     monkeypatch.setenv("SPECVIDEO_MODELS", str(ranked))
     gen = text_tab.make_generator("model", 3)
     assert gen.drafter_name == "lean" and gen._lean.vocab.tolist() == list(range(vocab_size - 50, vocab_size))
-    out = gen.generate("def f(x):", max_new_tokens=8, stop=None)
-    assert (
-        out.token_ids
-        == text_tab.make_generator("none", 3).generate("def f(x):", max_new_tokens=8, stop=None).token_ids
-    )
+    plain = text_tab.make_generator("none", 3).generate("def f(x):", max_new_tokens=8, stop=None)
+    assert gen.generate("def f(x):", max_new_tokens=8, stop=None).token_ids == plain.token_ids
+    hybrid = text_tab.make_generator("hybrid", 3)  # prompt lookup, else the same lean drafter
+    assert hybrid.drafter_name == "hybrid" and hybrid._lean.vocab.tolist() == gen._lean.vocab.tolist()
+    assert hybrid.generate("def f(x):", max_new_tokens=8, stop=None).token_ids == plain.token_ids
 
 
 def test_token_origins_per_round():

@@ -146,7 +146,7 @@ def test_lean_drafter_with_a_ranked_vocabulary_adds_rows_and_a_decode_cost(dirs,
         dirs,
         draft=str(draft),
         methods=("hf-target", "ours-draft"),
-        drafters=("lean", "lean@64"),
+        drafters=("lean", "lean@64", "hybrid@64"),
         schedules=("constant",),
         ks=(3,),
         temperatures=(0.0,),
@@ -157,6 +157,7 @@ def test_lean_drafter_with_a_ranked_vocabulary_adds_rows_and_a_decode_cost(dirs,
         "hf-target",
         "ours-lean-constant-k3",
         "ours-lean@64-constant-k3",
+        "ours-hybrid@64-constant-k3",
     ]
     assert all(r.exact_match == 1.0 for r in results.rows)
     decode = results.settings["decode_ms"]
@@ -217,8 +218,8 @@ def test_jsonl_loader_reads_prompts_and_missing_file_is_oserror(dirs, tmp_path):
         ({"ks": (0,)}, "k must be an integer >= 1"),
         ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
         ({"temperatures": (-1.0,)}, "temperature must be a finite number >= 0"),
-        ({"drafters": ("model@64",)}, "a vocabulary size goes with the lean drafter"),
-        ({"drafters": ("lean@0",)}, "as lean@N with N >= 1"),
+        ({"drafters": ("model@64",)}, "a vocabulary size goes with the lean and hybrid drafters"),
+        ({"drafters": ("lean@0",)}, "as lean@N or hybrid@N with N >= 1"),
     ],
 )
 def test_config_validation(kwargs, message):

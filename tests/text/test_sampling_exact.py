@@ -73,10 +73,13 @@ CASES = [
     ("model", SamplingConfig(temperature=1.0)),
     ("model", SamplingConfig(temperature=0.7, top_p=0.9)),
     ("ngram", SamplingConfig(temperature=1.0)),
+    ("hybrid", SamplingConfig(temperature=1.0)),  # a lookup round first (one-hot q), then model rounds
 ]
 
 
-@pytest.mark.parametrize("drafter,sampling", CASES, ids=["model-t1", "model-t0.7-p0.9", "ngram-t1"])
+@pytest.mark.parametrize(
+    "drafter,sampling", CASES, ids=["model-t1", "model-t0.7-p0.9", "ngram-t1", "hybrid-t1"]
+)
 def test_first_two_tokens_follow_the_target_distribution(models, drafter, sampling):
     target, draft = models
     gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=3, schedule="constant")

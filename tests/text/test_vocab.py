@@ -79,7 +79,7 @@ def test_greedy_through_a_restricted_draft_is_exact_and_drafts_only_its_tokens()
 
 def test_draft_vocab_needs_the_lean_drafter():
     target = tiny_llama(64, seed=0)
-    with pytest.raises(ValueError, match="draft_vocab applies to the lean drafter"):
+    with pytest.raises(ValueError, match="draft_vocab applies to the lean and hybrid drafters"):
         SpeculativeGenerator(target, draft=target, drafter="model", draft_vocab=[1, 2])
 
 
