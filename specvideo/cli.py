@@ -48,7 +48,7 @@ def _add_text(commands) -> None:
         "--drafter",
         choices=["model", "lean", "hybrid"],
         help="how to run the draft model: transformers, lean, or hybrid (prompt lookup when the context "
-        "repeats, else lean); default: lean for the shipped pair",
+        "repeats, else lean); default: hybrid for the shipped pair",
     )
     p.add_argument(
         "--draft-vocab",

@@ -122,7 +122,7 @@ class SpeculativeGenerator:
         """Load a target (and optional draft) from local model directories or cached Hub ids.
 
         With no argument, the shipped code-completion pair under ``models/text/`` is loaded (with
-        the lean drafter). The tokenizer is read from the target's directory. Without a draft the
+        the hybrid drafter: prompt lookup, else the lean draft). The tokenizer is read from the target's directory. Without a draft the
         n-gram drafter is used. With the lean or hybrid drafter and a ``token_ranking.json`` beside the
         draft, the draft proposes only the ``draft_vocab_size`` most frequent tokens (0 = all).
         """
@@ -131,7 +131,7 @@ class SpeculativeGenerator:
                 str(shipped("text", "target")),
                 draft_path or str(shipped("text", "draft")),
             )
-            kwargs.setdefault("drafter", "lean")
+            kwargs.setdefault("drafter", "hybrid")
         target = load_causal_lm(target_path, dtype)
         tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
         draft = load_causal_lm(draft_path, dtype) if draft_path else None

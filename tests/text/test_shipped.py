@@ -11,7 +11,7 @@ from specvideo.text import SpeculativeGenerator
 def test_default_from_pretrained_loads_the_shipped_pair_and_is_exact():
     gen = SpeculativeGenerator.from_pretrained()
     assert gen.target is not None and gen.draft is not None and gen.tokenizer is not None
-    assert gen.drafter_name == "lean"
+    assert gen.drafter_name == "hybrid" and gen._lean.vocab is not None  # lookup, else lean@2048
     prompt = "def quicksort(arr):\n"
     out = gen.generate(prompt, max_new_tokens=24, stop=None)
     ids = torch.tensor([gen.tokenizer(prompt)["input_ids"]])
