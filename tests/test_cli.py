@@ -80,6 +80,8 @@ def test_text_streams_plain_text(model_dirs, capsys):
         (["--max-new-tokens", "100000"], "exceeds the target's context length of 256 tokens"),
         (["--draft", "OTHER"], "does not match the target's vocabulary size"),
         (["--draft", "/nonexistent/dir"], "cannot load a causal LM"),
+        (["--drafter", "hybrid"], "drafter='hybrid' needs a draft model"),
+        (["--drafter", "lean"], "drafter='lean' needs a draft model"),
     ],
 )
 def test_text_errors_are_one_line_and_exit_2(model_dirs, capsys, extra, message):

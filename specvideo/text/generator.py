@@ -136,7 +136,7 @@ class SpeculativeGenerator:
         tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
         draft = load_causal_lm(draft_path, dtype) if draft_path else None
         kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
-        if kwargs["drafter"] in LEAN and "draft_vocab" not in kwargs:
+        if kwargs["drafter"] in LEAN and draft is not None and "draft_vocab" not in kwargs:
             kwargs["draft_vocab"] = ranked_vocabulary(draft_path, draft_vocab_size, draft.config.vocab_size)
         return cls(target, tokenizer=tokenizer, draft=draft, **kwargs)
 
