@@ -5,13 +5,14 @@ Stages (each resumable, each logging to <work>/<stage>/log.jsonl):
   sizes      short runs of several target sizes, compared by held-out loss
   target     a Llama-architecture causal LM (context 512) trained on the train split
   draft      a much smaller Llama distilled from the target (KL to the target's logits)
-  draft-more further distillation of the saved draft
+  draft-more further distillation of the saved draft (repeatable: round i logs to draft-more-i)
   draft-vocab  the train split's token ranking beside the draft (the draft stages write it too)
 The held-out modules (specvideo.training.corpus.HELD_OUT_MODULES) are only ever evaluated on.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import shutil
@@ -327,7 +328,10 @@ def stage_draft(cfg: TrainConfig, tok, train, heldout) -> dict:
 
 def stage_draft_more(cfg: TrainConfig, tok, train, heldout) -> dict:
     """Continue distilling the saved draft (<out>/draft) for ``draft_minutes`` more, with a fresh
-    warm-up + cosine schedule peaking at ``draft_more_lr``; the result replaces <out>/draft."""
+    warm-up + cosine schedule peaking at ``draft_more_lr``; the result replaces <out>/draft.
+
+    Each call is one round: an unfinished round resumes, a finished one is not run again, and the
+    next round logs to <work>/draft-more-2, -3, ..."""
     for part in ("target", "draft"):
         if not (Path(cfg.out) / part / "config.json").is_file():
             raise ValueError(
@@ -336,7 +340,7 @@ def stage_draft_more(cfg: TrainConfig, tok, train, heldout) -> dict:
     teacher = _frozen(Path(cfg.out) / "target", cfg.device)
     student = LlamaForCausalLM.from_pretrained(Path(cfg.out) / "draft", dtype=torch.float32)
     res = train_loop(
-        "draft-more",
+        _unfinished_run(Path(cfg.work), "draft-more"),
         student,
         distill_loss(teacher),
         train,
@@ -347,6 +351,19 @@ def stage_draft_more(cfg: TrainConfig, tok, train, heldout) -> dict:
     )
     save_model(student, tok, Path(cfg.out) / "draft", ranking=token_ranking(train, len(tok)))
     return {**res, "params": num_params(student)}
+
+
+def _unfinished_run(work: Path, name: str) -> str:
+    """The first of name, name-2, name-3, ... whose checkpoint is missing or not at its last step."""
+    for i in itertools.count(1):
+        run = name if i == 1 else f"{name}-{i}"
+        ckpt = work / run / "checkpoint.pt"
+        if not ckpt.exists():
+            return run
+        state = torch.load(ckpt, weights_only=False)["state"]
+        if state["steps"] is None or state["step"] < state["steps"]:
+            return run
+    raise AssertionError("unreachable")
 
 
 def stage_draft_vocab(cfg: TrainConfig, tok, train, heldout) -> dict:

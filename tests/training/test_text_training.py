@@ -68,6 +68,12 @@ def test_draft_is_distilled_then_distilled_further(setup):
         after["model.layers.0.mlp.up_proj.weight"], before["model.layers.0.mlp.up_proj.weight"]
     )
     assert load_token_ranking(f"{cfg.out}/draft") == token_ranking(train, len(tok))  # beside the draft
+    second = text.stage_draft_more(replace(cfg, draft_more_lr=1e-2), tok, train, heldout)  # a new round
+    assert second["steps"] >= 10 and (Path(cfg.work) / "draft-more-2" / "checkpoint.pt").exists()
+    again = LlamaForCausalLM.from_pretrained(f"{cfg.out}/draft").state_dict()
+    assert not torch.equal(
+        again["model.layers.0.mlp.up_proj.weight"], after["model.layers.0.mlp.up_proj.weight"]
+    )
 
 
 def test_draft_vocab_stage_writes_the_train_ranking(setup):
