@@ -2,10 +2,17 @@
 
 import json
 
+import pytest
 import torch
 
 from specvideo.cli import main
 from specvideo.text import SpeculativeGenerator
+
+
+@pytest.fixture(autouse=True)
+def real_models(monkeypatch):
+    """The repository's models/, even when the app tests point SPECVIDEO_MODELS at tiny ones."""
+    monkeypatch.delenv("SPECVIDEO_MODELS", raising=False)
 
 
 def test_default_from_pretrained_loads_the_shipped_pair_and_is_exact():
