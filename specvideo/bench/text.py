@@ -443,34 +443,40 @@ def decode_costs(
     prompt: torch.Tensor,
     vocabs: dict[str, torch.Tensor] | None = None,
     tokens: int = 64,
-    repeats: int = 3,
+    repeats: int = 5,
 ) -> dict[str, float]:
     """Median wall time (ms) of one single-token decode step, after the prompt, for the target and
     for the draft run by transformers and by LeanLlama (Llama drafts only; also "draft_lean@N" for
-    each restricted vocabulary in ``vocabs``)."""
+    each restricted vocabulary in ``vocabs``). The models take turns within each repeat, so a drift
+    in the machine's speed reaches all of them alike."""
     from specvideo.text.lean import LeanLlama
-    from specvideo.text.state import CausalLMState
 
     models = {"target": target, "draft": draft}
     if getattr(draft.config, "model_type", None) == "llama":
         models["draft_lean"] = LeanLlama(draft)
         for vocab in (vocabs or {}).values():  # lean@N and hybrid@N run the same restricted draft
             models[f"draft_lean@{len(vocab)}"] = LeanLlama(draft, vocab)
-    costs = {}
-    for name, model in models.items():
-        samples = []
-        for _ in range(repeats):
-            state = CausalLMState(model, prompt, torch.ones_like(prompt))
-            state.forward()
-            token = prompt[:, -1:]
-            start = time.perf_counter()
-            for _ in range(tokens):
-                state.forward(token)
-            samples.append((time.perf_counter() - start) / tokens * 1e3)
-        costs[name] = float(np.median(samples))
+    samples: dict[str, list[float]] = {name: [] for name in models}
+    for _ in range(repeats):
+        for name, model in models.items():
+            samples[name].append(_decode_step_ms(model, prompt, tokens))
+    costs = {name: float(np.median(times)) for name, times in samples.items()}
     for name in [n for n in costs if n.startswith("draft")]:
         costs[f"{name}_over_target"] = costs[name] / costs["target"]
     return costs
+
+
+def _decode_step_ms(model, prompt: torch.Tensor, tokens: int) -> float:
+    """Mean time of ``tokens`` single-token steps after a prefill of ``prompt`` (1, T)."""
+    from specvideo.text.state import CausalLMState
+
+    state = CausalLMState(model, prompt, torch.ones_like(prompt))
+    state.forward()
+    token = prompt[:, -1:]
+    start = time.perf_counter()
+    for _ in range(tokens):
+        state.forward(token)
+    return (time.perf_counter() - start) / tokens * 1e3
 
 
 def _draft_vocabularies(config: BenchTextConfig, draft) -> dict[str, torch.Tensor]:
@@ -896,7 +902,7 @@ def _text_section(results: BenchResults, command: str, plot_link: str) -> str:
             if name.startswith("draft_lean") and not name.endswith("_over_target")
         )
         notes.append(
-            f"- Decode cost per token (batch 1, median of 3 x 64 steps): target {decode['target']:.2f} ms, "
+            f"- Decode cost per token (batch 1, median of 5 x 64 steps, the models taking turns): target {decode['target']:.2f} ms, "
             f"transformers draft {decode['draft']:.2f} ms ({decode['draft_over_target']:.3f} of the target){lean}."
         )
     if assisted:
