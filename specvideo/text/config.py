@@ -21,7 +21,7 @@ class TextConfig:
     # chosen on train-split prompts (models/text/README.md), 1-token matches cost sampled speed
     hybrid_min_ngram: int = 2
     confidence_threshold: float = 0.4
-    draft_vocab_size: int = 2048  # lean and hybrid drafters: the most frequent tokens it may propose (0 = all)
+    draft_vocab_size: int = 2048  # lean and hybrid drafters: the most frequent tokens they propose (0 = all)
     seed: int = 0
 
 

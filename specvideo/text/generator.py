@@ -69,9 +69,9 @@ class SpeculativeGenerator:
     last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no model) or "none"
     (plain target-only decoding through the same loop, the baseline).
 
-    draft_vocab: token ids the lean (or hybrid) drafter may propose (FR-Spec, ``specvideo.text.vocab``); None
-    for the whole vocabulary. ``from_pretrained`` takes the ``draft_vocab_size`` most frequent
-    tokens from the ranking saved beside the draft.
+    draft_vocab: token ids the lean (or hybrid) drafter may propose (FR-Spec,
+    ``specvideo.text.vocab``); None for the whole vocabulary. ``from_pretrained`` takes the
+    ``draft_vocab_size`` most frequent tokens from the ranking saved beside the draft.
     """
 
     def __init__(
@@ -89,7 +89,7 @@ class SpeculativeGenerator:
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
-        if drafter in ("model", "lean", "hybrid") and draft is None:
+        if drafter in ("model", *LEAN) and draft is None:
             raise ValueError(
                 f"drafter={drafter!r} needs a draft model: pass draft=..., or use drafter='ngram'"
             )
@@ -122,9 +122,10 @@ class SpeculativeGenerator:
         """Load a target (and optional draft) from local model directories or cached Hub ids.
 
         With no argument, the shipped code-completion pair under ``models/text/`` is loaded (with
-        the hybrid drafter: prompt lookup, else the lean draft). The tokenizer is read from the target's directory. Without a draft the
-        n-gram drafter is used. With the lean or hybrid drafter and a ``token_ranking.json`` beside the
-        draft, the draft proposes only the ``draft_vocab_size`` most frequent tokens (0 = all).
+        the hybrid drafter: prompt lookup, else the lean draft). The tokenizer is read from the
+        target's directory. Without a draft the n-gram drafter is used. With the lean or hybrid
+        drafter and a ``token_ranking.json`` beside the draft, the draft proposes only the
+        ``draft_vocab_size`` most frequent tokens (0 = all).
         """
         if target_path is None:
             target_path, draft_path = (
