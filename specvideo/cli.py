@@ -54,8 +54,8 @@ def _add_text(commands) -> None:
         "--draft-vocab",
         type=int,
         default=d.draft_vocab_size,
-        help="lean and hybrid drafters: propose only the N most frequent tokens (FR-Spec; needs token_ranking.json "
-        "beside the draft, else all tokens); 0 = all tokens",
+        help="lean and hybrid drafters: propose only the N most frequent tokens (FR-Spec; needs "
+        "token_ranking.json beside the draft, else all tokens); 0 = all tokens",
     )
     p.add_argument("--num-draft-tokens", "-k", type=int, default=d.num_draft_tokens, help="draft length k")
     p.add_argument("--schedule", default=d.schedule, choices=["constant", "heuristic", "confidence"])

@@ -27,6 +27,7 @@ from specvideo.app.config import AppConfig
 from specvideo.core.types import SpecStats, Step
 from specvideo.paths import shipped
 from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator
+from specvideo.text.config import LEAN_DRAFTERS
 from specvideo.text.vocab import ranked_vocabulary
 
 ACCEPTED, CORRECTION, BONUS = "accepted draft", "target correction", "bonus token"
@@ -55,9 +56,10 @@ def make_generator(drafter: str, k: int) -> SpeculativeGenerator:
     (prompt lookup, else the lean draft), "ngram", or "none" (target-only)."""
     base = load_pair(str(shipped("text", "target")), str(shipped("text", "draft")))
     check(base.tokenizer is not None, "the shipped target model has no tokenizer")
+    if drafter == "model" and base.draft.config.model_type == "llama":
+        drafter = "lean"
     vocab = None
-    if drafter == "hybrid" or (drafter == "model" and base.draft.config.model_type == "llama"):
-        drafter = "lean" if drafter == "model" else drafter
+    if drafter in LEAN_DRAFTERS:
         vocab = draft_vocab(str(shipped("text", "draft")), base.draft.config.vocab_size)
     return SpeculativeGenerator(
         base.target,

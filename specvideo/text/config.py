@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DRAFTERS = ("model", "lean", "hybrid", "ngram", "none")
+LEAN_DRAFTERS = ("lean", "hybrid")  # the drafters that run the draft with LeanLlama (and draft_vocab)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from specvideo.core.schedule import make_schedule
 from specvideo.core.types import Draft, SpecStats, Step
 from specvideo.errors import first_line
 from specvideo.paths import shipped
-from specvideo.text.config import DRAFTERS, TEXT_DEFAULTS
+from specvideo.text.config import DRAFTERS, LEAN_DRAFTERS, TEXT_DEFAULTS
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
 from specvideo.text.lean import LeanLlama
 from specvideo.text.prompts import EncodedPrompt, encode_prompt
@@ -31,7 +31,6 @@ from specvideo.text.verifier import TargetVerifier
 from specvideo.text.vocab import ranked_vocabulary
 
 D = TEXT_DEFAULTS
-LEAN = ("lean", "hybrid")  # the drafters that run the draft with LeanLlama
 
 
 @dataclass
@@ -89,7 +88,7 @@ class SpeculativeGenerator:
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
-        if drafter in ("model", *LEAN) and draft is None:
+        if drafter in ("model", *LEAN_DRAFTERS) and draft is None:
             raise ValueError(
                 f"drafter={drafter!r} needs a draft model: pass draft=..., or use drafter='ngram'"
             )
@@ -100,10 +99,10 @@ class SpeculativeGenerator:
         if self.draft is not None:
             _check_vocab(self.target, self.draft)
         self.tokenizer = tokenizer
-        if draft_vocab is not None and drafter not in LEAN:
+        if draft_vocab is not None and drafter not in LEAN_DRAFTERS:
             raise ValueError(f"draft_vocab applies to the lean and hybrid drafters, not drafter={drafter!r}")
         # built once, reused by every call
-        self._lean = LeanLlama(self.draft, draft_vocab) if drafter in LEAN else None
+        self._lean = LeanLlama(self.draft, draft_vocab) if drafter in LEAN_DRAFTERS else None
         self.drafter_name = drafter
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
@@ -137,7 +136,7 @@ class SpeculativeGenerator:
         tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
         draft = load_causal_lm(draft_path, dtype) if draft_path else None
         kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
-        if kwargs["drafter"] in LEAN and draft is not None and "draft_vocab" not in kwargs:
+        if kwargs["drafter"] in LEAN_DRAFTERS and draft is not None and "draft_vocab" not in kwargs:
             kwargs["draft_vocab"] = ranked_vocabulary(draft_path, draft_vocab_size, draft.config.vocab_size)
         return cls(target, tokenizer=tokenizer, draft=draft, **kwargs)
 

@@ -7,7 +7,7 @@ slots and crops the slots that no row uses any more (for batch 1 this is a plain
 
 While every slot and every pending token is real (always for batch 1), the model gets no
 attention mask at all: it is plain causal attention, and transformers skips building one (on this
-project's CPU, building it was about an eighth of a tiny target's single-token step).
+project's CPU that saved 3-13 % of the shipped target's single-token step in two measurements).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ The held-out modules (specvideo.training.corpus.HELD_OUT_MODULES) are only ever 
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import shutil
@@ -355,15 +354,18 @@ def stage_draft_more(cfg: TrainConfig, tok, train, heldout) -> dict:
 
 def _unfinished_run(work: Path, name: str) -> str:
     """The first of name, name-2, name-3, ... whose checkpoint is missing or not at its last step."""
-    for i in itertools.count(1):
-        run = name if i == 1 else f"{name}-{i}"
-        ckpt = work / run / "checkpoint.pt"
-        if not ckpt.exists():
-            return run
-        state = torch.load(ckpt, weights_only=False)["state"]
-        if state["steps"] is None or state["step"] < state["steps"]:
-            return run
-    raise AssertionError("unreachable")
+    run, i = name, 1
+    while _finished(work / run / "checkpoint.pt"):
+        i += 1
+        run = f"{name}-{i}"
+    return run
+
+
+def _finished(checkpoint: Path) -> bool:
+    if not checkpoint.exists():
+        return False
+    state = torch.load(checkpoint, weights_only=False)["state"]
+    return state["steps"] is not None and state["step"] >= state["steps"]
 
 
 def stage_draft_vocab(cfg: TrainConfig, tok, train, heldout) -> dict:

@@ -70,9 +70,11 @@ def test_lookup_only_when_every_row_matches():
     assert hybrid.lookup_rounds == 0 and hybrid.calls == 3  # the model drafted for both rows
     verdict = Verdict(num_accepted=torch.tensor([0, 0]), next_item=torch.tensor([4, 9]))
     hybrid.commit(draft_1, verdict)  # row 1 now ends in "16 9": still no 2-token match
+    hybrid.propose(3, None)
+    assert hybrid.lookup_rounds == 0 and hybrid.calls == 6  # the model again, after its own round
 
     repeating = torch.tensor([[9, 3, 4, 9, 3, 4, 9, 3], [7, 8, 1, 7, 8, 1, 7, 8]])
     hybrid.start(repeating, torch.ones_like(repeating))
     draft_2 = hybrid.propose(3, None)
-    assert hybrid.lookup_rounds == 1 and hybrid.calls == 3  # no new draft forward
+    assert hybrid.lookup_rounds == 1 and hybrid.calls == 6  # no new draft forward
     assert draft_2.items.tolist() == [[4, 9, 3], [1, 7, 8]]
