@@ -528,6 +528,7 @@ def _add_train_video(kinds) -> None:
     for stage, steps, what in [
         ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
         ("hint", d.hint_steps, "the verifier widened for the flow hint, trained on from video-verifier"),
+        ("residual", d.residual_steps, "the hint verifier as a residual over the flow warp (zeroed output)"),
         ("drafter", d.drafter_steps, "the learned frame predictor"),
     ]:
         v = kinds.add_parser(f"video-{stage}", help=what)
@@ -568,7 +569,7 @@ def _run_train_video(args: argparse.Namespace) -> int:
     if args.stage == "drafter":
         result = video.train_drafter(cfg)
     else:
-        result = video.train_verifier(cfg, hint_stage=args.stage == "hint")
+        result = video.train_verifier(cfg, stage=args.stage)
     print(json.dumps(result, indent=2))
     return 0
 

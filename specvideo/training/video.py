@@ -7,10 +7,13 @@ Stages (each resumable from <work>/<stage>/checkpoint.pt, each logging to <work>
   hint      the verifier's EMA weights widened by three input channels for the flow hint (the flow
             drafter's extrapolation of the context, zero-initialised weights), trained on with the
             same loss and data: the shipped verifier
+  residual  the hint stage's EMA weights with the output layer zeroed, trained to predict a correction
+            of the flow warp (x0 = hint + UNet(...)): it starts exactly at the flow extrapolation
   drafter   a ``FramePredictor`` trained on the same data, unrolled on its own outputs
   export    EMA verifier + drafter -> a ``SpeculativeVideoPipeline`` directory (fp16 safetensors)
-Held-out synthetic seeds and the held-out 30% of the real videos are only ever evaluated on; every
-evaluation reports generation-from-noise quality against the copy and flow drafters (DESIGN §5).
+Evaluations during training use the *tuning* split (``TUNING_SEEDS`` and real frames 70-85%); the
+held-out split is left to the benchmark. Every evaluation reports generation-from-noise quality
+against the copy and flow drafters, one frame and an autoregressive rollout.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from diffusers import UNet2DModel
 from diffusers.training_utils import EMAModel
+from einops import rearrange
 from tqdm import tqdm
 
 from specvideo.training.text import lr_at  # the same warm-up + cosine schedule
@@ -32,7 +36,14 @@ from specvideo.video.data import TRAIN_SEEDS, RealClips, heldout_real, heldout_s
 from specvideo.video.drafters import FlowDrafter, FramePredictor, LearnedDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import ssim
-from specvideo.video.verifier import DiffusionVerifier, condition, default_scheduler, widen_for_hint
+from specvideo.video.verifier import (
+    DiffusionVerifier,
+    condition,
+    default_scheduler,
+    make_residual,
+    predict_x0,
+    widen_for_hint,
+)
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,10 @@ class VideoTrainConfig:
     hint: str | None = "flow"  # the hint stage's conditioning (see DiffusionVerifier)
     hint_steps: int = 1000
     hint_lr: float = 3e-4
+    residual_steps: int = 3000
+    residual_lr: float = 3e-4
+    residual_ssim_weight: float = 0.2  # loss = MSE + w (1 - SSIM) on the x0 estimate: sharp, not the blurry mean
+    rollout_frames: int = 8  # autoregressive frames in each evaluation's rollout
     drafter_steps: int = 600
     drafter_hidden: int = 32
     drafter_unroll: int = 2
@@ -93,12 +108,12 @@ class ClipBatches:
         return np.ascontiguousarray(clip)
 
 
-def heldout_clips(cfg: VideoTrainConfig, num_frames: int) -> torch.Tensor:
-    """The fixed evaluation clips: held-out synthetic seeds and held-out real crops, (N, F, 3, H, W)."""
+def eval_clips(cfg: VideoTrainConfig, num_frames: int) -> torch.Tensor:
+    """The fixed evaluation clips: tuning-split synthetic seeds and real crops, (N, F, 3, H, W)."""
     n = cfg.eval_sequences
-    clips = heldout_synthetic(n, num_frames, cfg.size)
+    clips = heldout_synthetic(n, num_frames, cfg.size, split="tuning")
     if cfg.real_fraction > 0:
-        clips += heldout_real(n, num_frames, cfg.size)
+        clips += heldout_real(n, num_frames, cfg.size, split="tuning")
     return torch.stack([frames_to_tensor(c) for c in clips])
 
 
@@ -133,42 +148,85 @@ EVAL_TIMESTEPS = (100, 300, 500, 700, 900)
 
 
 def x0_loss(
-    unet: UNet2DModel, scheduler, clips: torch.Tensor, t: torch.Tensor, noise: torch.Tensor, hint: str | None = None
+    unet: UNet2DModel,
+    scheduler,
+    clips: torch.Tensor,
+    t: torch.Tensor,
+    noise: torch.Tensor,
+    hint: str | None = None,
+    residual: bool = False,
+    ssim_weight: float = 0.0,
 ):
-    """MSE of the x0 estimate of the last frame given the P frames before it. clips: (B, P+1, 3, H, W)."""
+    """MSE (+ ssim_weight * (1 - SSIM)) of the x0 estimate of the last frame given the P frames before
+    it. clips: (B, P+1, 3, H, W)."""
     x0 = clips[:, -1]  # (B, 3, H, W)
     cond = condition(clips[:, :-1], hint)  # (B, C, H, W)
     noisy = scheduler.add_noise(x0, noise, t)  # (B, 3, H, W)
-    pred = unet(torch.cat([noisy, cond], dim=1), t).sample  # (B, 3, H, W)
-    return F.mse_loss(pred, x0)
+    pred = predict_x0(unet, noisy, cond, t, residual)  # (B, 3, H, W)
+    loss = F.mse_loss(pred, x0)
+    if ssim_weight:
+        loss = loss + ssim_weight * (1 - ssim(pred, x0, data_range=2.0).mean())
+    return loss
 
 
 @torch.inference_mode()
-def verifier_heldout_loss(unet: UNet2DModel, scheduler, clips: torch.Tensor, hint: str | None = None) -> float:
-    """Mean x0 MSE over the held-out clips at fixed timesteps with fixed noise."""
+def verifier_heldout_loss(
+    unet: UNet2DModel, scheduler, clips: torch.Tensor, hint: str | None = None, residual: bool = False
+) -> float:
+    """Mean x0 MSE over the evaluation clips at fixed timesteps with fixed noise."""
     g = torch.Generator().manual_seed(0)
     noise = torch.randn(clips[:, -1].shape, generator=g).to(clips.device)
     losses = [
-        x0_loss(unet, scheduler, clips, torch.full((len(clips),), t, device=clips.device), noise, hint).item()
+        x0_loss(
+            unet, scheduler, clips, torch.full((len(clips),), t, device=clips.device), noise, hint, residual
+        ).item()
         for t in EVAL_TIMESTEPS
     ]
     return float(np.mean(losses))
 
 
 @torch.inference_mode()
-def generation_ssim(unet: UNet2DModel, clips: torch.Tensor, steps: int = 25, hint: str | None = None) -> dict:
+def generation_ssim(
+    unet: UNet2DModel, clips: torch.Tensor, steps: int = 25, hint: str | None = None, residual: bool = False
+) -> dict:
     """One frame from noise (DDIM, ``steps``) given true context, SSIM to the truth, against copying
     the last frame and the flow drafter. clips: (N, P+1, 3, H, W)."""
-    verifier = DiffusionVerifier(unet, default_scheduler(), hint=hint)
-    cond = verifier.condition(clips[:, :-1])  # (N, C, H, W)
-    noise = torch.randn(clips[:, -1].shape, generator=torch.Generator().manual_seed(0)).to(clips.device)
-    truth = clips[:, -1]
+    verifier = DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=residual)
+    P = verifier.num_context_frames
+    cond = verifier.condition(clips[:, :P])  # (N, C, H, W)
+    noise = torch.randn(clips[:, P].shape, generator=torch.Generator().manual_seed(0)).to(clips.device)
+    truth = clips[:, P]
     generated = verifier.generate(cond, steps, noise)
-    flow = FlowDrafter().propose(clips[:, :-1].cpu(), 1)[:, 0].to(clips.device)
+    flow = FlowDrafter().propose(clips[:, :P].cpu(), 1)[:, 0].to(clips.device)
     return {
         "ssim_generated": ssim(generated, truth, data_range=2.0).mean().item(),
-        "ssim_copy": ssim(clips[:, -2], truth, data_range=2.0).mean().item(),
+        "ssim_copy": ssim(clips[:, P - 1], truth, data_range=2.0).mean().item(),
         "ssim_flow": ssim(flow, truth, data_range=2.0).mean().item(),
+    }
+
+
+@torch.inference_mode()
+def rollout_ssim(
+    unet: UNet2DModel, clips: torch.Tensor, steps: int = 1, hint: str | None = None, residual: bool = False
+) -> dict:
+    """Mean SSIM to the truth of F - P frames generated autoregressively (each from noise with
+    ``steps`` DDIM steps, conditioned on the generated frames before it), against the flow drafter's
+    rollout. clips: (N, F, 3, H, W). This is what target-only generation does in the pipeline."""
+    verifier = DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=residual)
+    P = verifier.num_context_frames
+    g = torch.Generator().manual_seed(0)
+    window, frames = clips[:, :P], []
+    for _ in range(clips.shape[1] - P):
+        noise = torch.randn(clips[:, 0].shape, generator=g).to(clips.device)  # (N, 3, H, W)
+        frame = verifier.generate(verifier.condition(window), steps, noise)  # (N, 3, H, W)
+        frames.append(frame)
+        window = torch.cat([window[:, 1:], frame[:, None]], dim=1)  # (N, P, 3, H, W)
+    truth = rearrange(clips[:, P:], "n f c h w -> (n f) c h w")
+    generated = rearrange(torch.stack(frames, dim=1), "n f c h w -> (n f) c h w")
+    flow = rearrange(FlowDrafter().propose(clips[:, :P].cpu(), clips.shape[1] - P), "n f c h w -> (n f) c h w")
+    return {
+        "rollout_generated": ssim(generated, truth, data_range=2.0).mean().item(),
+        "rollout_flow": ssim(flow.to(truth.device), truth, data_range=2.0).mean().item(),
     }
 
 
@@ -233,7 +291,7 @@ def run_stage(name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: fl
         record = {"step": state.step, "loss": round(loss.item(), 5), "minutes": round(state.elapsed / 60, 2)}
         if state.step % cfg.eval_every == 0 or state.step == total_steps:
             record.update(evaluate(model))
-            bar.set_postfix({k: v for k, v in record.items() if k.startswith("heldout")})
+            bar.set_postfix({k: v for k, v in record.items() if k.endswith("loss") or "rollout" in k})
             model.train()
         if state.step % 10 == 0 or len(record) > 3:
             log.write(json.dumps(record) + "\n")
@@ -246,43 +304,59 @@ def run_stage(name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: fl
     return {"steps": state.step, "minutes": round(state.elapsed / 60, 2), **record}
 
 
-def train_verifier(cfg: VideoTrainConfig, hint_stage: bool = False) -> dict:
-    """Stage "verifier" (from scratch, no hint) or, with ``hint_stage``, stage "hint": stage one's EMA
-    weights widened for ``cfg.hint`` and trained on."""
+VERIFIER_STAGES = ("verifier", "hint", "residual")
+
+
+def _stage_unet(cfg: VideoTrainConfig, stage: str) -> tuple[UNet2DModel, str | None, int, float]:
+    """The stage's starting UNet, hint, step count and peak LR."""
+    if stage == "verifier":
+        return make_unet(cfg), None, cfg.verifier_steps, cfg.lr
+    before = {"hint": "verifier", "residual": "hint"}[stage]
+    base = Path(cfg.work) / before / "ema_unet"
+    if not base.is_dir():
+        raise ValueError(f"the {stage} stage starts from the {before} stage's {base}: run video-{before} first")
+    unet = UNet2DModel.from_pretrained(base).float()
+    if stage == "hint":
+        return widen_for_hint(unet), cfg.hint, cfg.hint_steps, cfg.hint_lr
+    return make_residual(unet), cfg.hint, cfg.residual_steps, cfg.residual_lr
+
+
+def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
+    """Stage "verifier" (from scratch, no hint), "hint" (the verifier's EMA widened for ``cfg.hint``
+    and trained on) or "residual" (the hint stage's EMA, output layer zeroed, trained as a residual
+    over the hint)."""
+    if stage not in VERIFIER_STAGES:
+        raise ValueError(f"verifier stage must be one of {VERIFIER_STAGES}, got {stage!r}")
     torch.manual_seed(cfg.seed)
-    if hint_stage:
-        base = Path(cfg.work) / "verifier" / "ema_unet"
-        if not base.is_dir():
-            raise ValueError(f"the hint stage starts from the verifier stage's {base}: run video-verifier first")
-        name, hint, steps, lr = "hint", cfg.hint, cfg.hint_steps, cfg.hint_lr
-        unet = widen_for_hint(UNet2DModel.from_pretrained(base))
-    else:
-        name, hint, steps, lr = "verifier", None, cfg.verifier_steps, cfg.lr
-        unet = make_unet(cfg)
+    unet, hint, steps, lr = _stage_unet(cfg, stage)
+    residual = stage == "residual"
+    ssim_weight = cfg.residual_ssim_weight if residual else 0.0
     scheduler = default_scheduler()
     ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
     P = cfg.context_frames
-    eval_clips = heldout_clips(cfg, P + 1).to(cfg.device)
+    clips_eval = eval_clips(cfg, P + cfg.rollout_frames).to(cfg.device)
     T = scheduler.config.num_train_timesteps
 
     def loss_fn(model, batches, rng):
         clips = batches.sample(rng, P + 1).to(cfg.device)
         t = torch.from_numpy(rng.integers(0, T, len(clips))).to(cfg.device)
         noise = torch.from_numpy(rng.standard_normal(clips[:, -1].shape, dtype=np.float32)).to(cfg.device)
-        return x0_loss(model, scheduler, clips, t, noise, hint)
+        return x0_loss(model, scheduler, clips, t, noise, hint, residual, ssim_weight)
 
     def evaluate(model):
         ema_unet = _ema_copy(model, ema)
         n = cfg.eval_sequences
-        record = {"heldout_loss": round(verifier_heldout_loss(ema_unet, scheduler, eval_clips, hint), 5)}
-        for split, clips in (("synthetic", eval_clips[:n]), ("real", eval_clips[n:])):
+        loss = verifier_heldout_loss(ema_unet, scheduler, clips_eval[:, : P + 1], hint, residual)
+        record = {"tuning_loss": round(loss, 5)}
+        for split, clips in (("synthetic", clips_eval[:n]), ("real", clips_eval[n:])):
             if len(clips):
-                ssims = generation_ssim(ema_unet, clips, hint=hint)
+                ssims = generation_ssim(ema_unet, clips[:, : P + 1], hint=hint, residual=residual)
+                ssims.update(rollout_ssim(ema_unet, clips, hint=hint, residual=residual))
                 record.update({f"{split}_{k}": round(v, 4) for k, v in ssims.items()})
         return record
 
-    result = run_stage(name, unet, loss_fn, evaluate, steps, lr, cfg, ema=ema)
-    _ema_copy(unet, ema).save_pretrained(Path(cfg.work) / name / "ema_unet")
+    result = run_stage(stage, unet, loss_fn, evaluate, steps, lr, cfg, ema=ema)
+    _ema_copy(unet, ema).save_pretrained(Path(cfg.work) / stage / "ema_unet")
     return {"params": num_params(unet), **result}
 
 
@@ -290,7 +364,7 @@ def train_drafter(cfg: VideoTrainConfig) -> dict:
     torch.manual_seed(cfg.seed)
     model = make_predictor(cfg)
     P, u = cfg.context_frames, cfg.drafter_unroll
-    eval_clips = heldout_clips(cfg, P + u).to(cfg.device)
+    clips_eval = eval_clips(cfg, P + u).to(cfg.device)
 
     def unrolled_l1(model, clips):
         """L1 of u autoregressive predictions against the truth. clips: (B, P+u, 3, H, W)."""
@@ -307,13 +381,13 @@ def train_drafter(cfg: VideoTrainConfig) -> dict:
     @torch.inference_mode()
     def evaluate(model):
         model.eval()
-        drafts = LearnedDrafter(model).propose(eval_clips[:, :P], u)  # (N, u, 3, H, W)
-        truth = eval_clips[:, P:]
+        drafts = LearnedDrafter(model).propose(clips_eval[:, :P], u)  # (N, u, 3, H, W)
+        truth = clips_eval[:, P:]
         return {
-            "heldout_loss": round(unrolled_l1(model, eval_clips).item(), 5),
+            "heldout_loss": round(unrolled_l1(model, clips_eval).item(), 5),
             "heldout_ssim_1": round(ssim(drafts[:, 0], truth[:, 0], data_range=2.0).mean().item(), 4),
             "heldout_ssim_copy_1": round(
-                ssim(eval_clips[:, P - 1], truth[:, 0], data_range=2.0).mean().item(), 4
+                ssim(clips_eval[:, P - 1], truth[:, 0], data_range=2.0).mean().item(), 4
             ),
         }
 
@@ -335,12 +409,13 @@ def export(cfg: VideoTrainConfig, drafter: str = "flow") -> Path:
     from specvideo.video.pipeline import SpeculativeVideoPipeline
 
     work = Path(cfg.work)
-    stage, hint = ("hint", cfg.hint) if (work / "hint" / "ema_unet").is_dir() else ("verifier", None)
+    stage = next(s for s in ("residual", "hint", "verifier") if (work / s / "ema_unet").is_dir() or s == "verifier")
+    hint = None if stage == "verifier" else cfg.hint
     unet = UNet2DModel.from_pretrained(work / stage / "ema_unet").half()
     learned = work / "drafter" / "model"
     predictor = FramePredictor.from_pretrained(learned).half() if learned.is_dir() else None
     pipe = SpeculativeVideoPipeline(
-        DiffusionVerifier(unet, default_scheduler(), hint=hint), LearnedDrafter(predictor) if predictor else None
+        DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=stage == "residual"), LearnedDrafter(predictor) if predictor else None
     )
     pipe.save_pretrained(cfg.out, default_drafter=drafter)
     (Path(cfg.out) / "training_config.json").write_text(json.dumps(asdict(cfg), indent=2))

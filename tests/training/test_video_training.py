@@ -38,7 +38,7 @@ def test_batches_mix_synthetic_and_real(tmp_path):
 def test_verifier_and_drafter_train_resume_and_export(tmp_path):
     cfg = tiny(tmp_path, real_fraction=0.0)
     result = video.train_verifier(cfg)
-    assert result["steps"] == 2 and np.isfinite(result["heldout_loss"])
+    assert result["steps"] == 2 and np.isfinite(result["tuning_loss"])
     assert 0 <= result["synthetic_ssim_copy"] <= 1
     log = [json.loads(line) for line in (tmp_path / "work/verifier/log.jsonl").read_text().splitlines()]
     assert log[-1]["step"] == 2 and "synthetic_ssim_generated" in log[-1]
@@ -62,9 +62,9 @@ def test_verifier_and_drafter_train_resume_and_export(tmp_path):
 def test_hint_stage_starts_from_the_verifier_and_exports_a_hinted_pipeline(tmp_path):
     cfg = tiny(tmp_path, real_fraction=0.0, hint_steps=2)
     with pytest.raises(ValueError, match="run video-verifier first"):
-        video.train_verifier(cfg, hint_stage=True)
+        video.train_verifier(cfg, stage="hint")
     video.train_verifier(cfg)
-    result = video.train_verifier(cfg, hint_stage=True)
+    result = video.train_verifier(cfg, stage="hint")
     assert result["steps"] == 2 and "synthetic_ssim_generated" in result
     log = (tmp_path / "work/hint/log.jsonl").read_text().splitlines()
     assert json.loads(log[-1])["step"] == 2
@@ -72,6 +72,26 @@ def test_hint_stage_starts_from_the_verifier_and_exports_a_hinted_pipeline(tmp_p
     assert pipe.verifier.hint == "flow" and pipe.unet.config.in_channels == 3 * (cfg.context_frames + 2)
     frames = pipe(np.zeros((2, 16, 16, 3), np.uint8), num_frames=2, num_inference_steps=2, progress=False).frames
     assert frames.shape == (2, 16, 16, 3)
+
+
+def test_residual_stage_starts_at_the_flow_warp_and_exports_a_residual_pipeline(tmp_path):
+    cfg = tiny(tmp_path, real_fraction=0.0, hint_steps=1, residual_steps=2, rollout_frames=2)
+    with pytest.raises(ValueError, match="run video-hint first"):
+        video.train_verifier(cfg, stage="residual")
+    video.train_verifier(cfg)
+    video.train_verifier(cfg, stage="hint")
+    result = video.train_verifier(cfg, stage="residual")
+    assert result["steps"] == 2 and 0 <= result["synthetic_rollout_flow"] <= 1
+    assert "synthetic_rollout_generated" in result
+    pipe = SpeculativeVideoPipeline.from_pretrained(video.export(cfg))
+    assert pipe.verifier.residual and pipe.verifier.hint == "flow"
+    frames = pipe(np.zeros((2, 16, 16, 3), np.uint8), num_frames=2, num_inference_steps=2, progress=False).frames
+    assert frames.shape == (2, 16, 16, 3)
+
+
+def test_unknown_verifier_stage_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="verifier stage must be one of"):
+        video.train_verifier(tiny(tmp_path), stage="hnit")
 
 
 def test_shipped_scale_fits_the_budget():

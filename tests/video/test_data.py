@@ -5,6 +5,7 @@ import pytest
 
 from specvideo.video.data import (
     HELDOUT_SEEDS,
+    TUNING_SEEDS,
     TRAIN_SEEDS,
     RealClips,
     ShapesConfig,
@@ -42,19 +43,24 @@ def test_bad_arguments():
         moving_shapes(0, 0, 32)
 
 
-def test_heldout_seeds_disjoint_from_training():
+def test_heldout_seeds_disjoint_from_training_and_tuning():
     assert HELDOUT_SEEDS.start >= TRAIN_SEEDS.stop
+    assert TUNING_SEEDS.start >= HELDOUT_SEEDS.stop and TUNING_SEEDS.start >= TRAIN_SEEDS.stop
     clips = heldout_synthetic(2, 4, 16)
     np.testing.assert_array_equal(clips[0], moving_shapes(HELDOUT_SEEDS[0], 4, 16))
+    tuning = heldout_synthetic(2, 4, 16, split="tuning")
+    np.testing.assert_array_equal(tuning[1], moving_shapes(TUNING_SEEDS[1], 4, 16))
 
 
 def test_real_clips_split_and_crops():
     paths = sample_video_paths()
     assert [p.name for p in paths] == ["bikes.mp4", "bigbuckbunny.mp4"]
-    train, heldout = RealClips("train", 32), RealClips("heldout", 32)
-    for t, h in zip(train.videos, heldout.videos):
-        total = t.shape[0] + h.shape[0]
-        assert t.shape[0] == int(0.7 * total)
+    train, tuning, heldout = RealClips("train", 32), RealClips("tuning", 32), RealClips("heldout", 32)
+    for t, u, h in zip(train.videos, tuning.videos, heldout.videos):
+        total = t.shape[0] + u.shape[0] + h.shape[0]
+        assert t.shape[0] == int(0.7 * total) and t.shape[0] + u.shape[0] == int(0.85 * total)
+        assert h.shape[0] >= 18  # a benchmark clip: 2 context + 16 frames
+    assert not np.array_equal(heldout_real(1, 4, 32)[0], heldout_real(1, 4, 32, split="tuning")[0])
     clip = train.sample(np.random.default_rng(0), 5)
     assert clip.shape == (5, 32, 32, 3) and clip.dtype == np.uint8
     real = heldout_real(3, 4, 32)
