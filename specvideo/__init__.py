@@ -1,3 +1,37 @@
-"""specvideo: speculative generation of video frames and LLM text on one draft -> verify -> accept core."""
+"""specvideo: speculative generation of video frames and LLM text on one draft -> verify -> accept core.
+
+The main entry points of both sides, imported on first use (``import specvideo`` stays cheap)::
+
+    from specvideo import SpeculativeVideoPipeline, SpeculativeGenerator
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "SpeculativeVideoPipeline": "specvideo.video",
+    "VideoPipelineOutput": "specvideo.video",
+    "DiffusionVerifier": "specvideo.video",
+    "VideoSpecStats": "specvideo.video",
+    "read_video": "specvideo.video",
+    "write_video": "specvideo.video",
+    "SpeculativeGenerator": "specvideo.text",
+    "TextOutput": "specvideo.text",
+    "speculate": "specvideo.core",
+    "SpecStats": "specvideo.core",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'specvideo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -112,8 +112,9 @@ class VideoRequest:
     seed: int
 
     def run(self, pipe, context, mode: str, progress: gr.Progress) -> VideoPipelineOutput:
-        def report(pipe, round_index, step, stats):
-            progress((stats.emitted, self.num_frames), desc=f"{mode}: round {round_index + 1}", unit="frames")
+        def report(pipe, round_index, timestep, kwargs):
+            progress((kwargs["stats"].emitted, self.num_frames), desc=f"{mode}: round {round_index + 1}", unit="frames")
+            return kwargs
 
         settings = {k: v for k, v in asdict(self).items() if k not in ("drafter", "seed")}
         return pipe(
@@ -121,6 +122,7 @@ class VideoRequest:
             mode=mode,
             generator=torch.Generator().manual_seed(self.seed),
             callback_on_step_end=report,
+            callback_on_step_end_tensor_inputs=["stats"],
             progress=False,
             **settings,
         )

@@ -1,4 +1,4 @@
-"""Video side: frame drafters, similarity metrics and video file I/O."""
+"""Video side: the speculative pipeline, its diffusion verifier, frame drafters, metrics and I/O."""
 
 from specvideo.video.drafters import (
     DRAFTERS,
@@ -23,6 +23,9 @@ from specvideo.video.io import (
     write_video,
 )
 from specvideo.video.metrics import METRICS, PSNR_CAP_DB, psnr, similarity, ssim
+from specvideo.video.pipeline import SpeculativeVideoPipeline, VideoPipelineOutput
+from specvideo.video.rounds import VideoSpecStats
+from specvideo.video.verifier import DiffusionVerifier, default_scheduler
 
 __all__ = [
     "DEFAULT_FPS",
@@ -30,15 +33,20 @@ __all__ = [
     "METRICS",
     "PSNR_CAP_DB",
     "CopyLastDrafter",
+    "DiffusionVerifier",
     "FlowConfig",
     "FlowDrafter",
     "FrameDrafter",
     "FramePredictor",
     "LearnedDrafter",
     "LinearDrafter",
+    "SpeculativeVideoPipeline",
     "VideoClip",
     "VideoInfo",
+    "VideoPipelineOutput",
     "VideoReadError",
+    "VideoSpecStats",
+    "default_scheduler",
     "frames_to_tensor",
     "make_drafter",
     "probe_video",

@@ -28,36 +28,50 @@ from specvideo.core.loop import speculate
 from specvideo.core.schedule import make_schedule
 from specvideo.errors import first_line
 from specvideo.paths import shipped
-from specvideo.video.config import MODES, VIDEO_DEFAULTS
+from specvideo.video.config import VIDEO_DEFAULTS
 from specvideo.video.drafters import DRAFTERS, FrameDrafter, LearnedDrafter, make_drafter
-from specvideo.video.io import frames_to_tensor, tensor_to_frames
-from specvideo.video.metrics import METRICS
+from specvideo.video.inputs import (
+    OUTPUT_TYPES,
+    CallSettings,
+    check_call,
+    check_callback_inputs,
+    row_generators,
+    split_batch,
+    to_tensor,
+)
+from specvideo.video.io import tensor_to_frames
 from specvideo.video.rounds import (
     FrameHistory,
     FrameNoise,
     RoundSettings,
     VideoDrafter,
+    VideoRows,
     VideoSpecStats,
     VideoVerifier,
+    merge_row_stats,
 )
 from specvideo.video.verifier import DiffusionVerifier
 
 D = VIDEO_DEFAULTS
-OUTPUT_TYPES = ("np", "pt", "pil")
 
 
 @dataclass
 class VideoPipelineOutput(BaseOutput):
-    """frames: (F, H, W, 3) uint8 ("np"), (F, 3, H, W) float in [-1, 1] ("pt") or PIL images.
-    drafts: the draft behind each output frame (None where the frame had none), same type."""
+    """frames: (F, H, W, 3) uint8 ("np"), (F, 3, H, W) float in [-1, 1] ("pt") or F PIL images; for a
+    batch of B contexts, (B, F, H, W, 3), (B, F, 3, H, W) or B lists of F images.
+    drafts: the draft behind each output frame (None where the frame had none), same type; a list
+    per row for a batch. stats: totals over the batch; row_stats: one VideoSpecStats per row."""
 
-    frames: np.ndarray | torch.Tensor | list[Image.Image]
+    frames: np.ndarray | torch.Tensor | list
     stats: VideoSpecStats
     drafts: list | None = None
+    row_stats: list[VideoSpecStats] | None = None
 
 
 class SpeculativeVideoPipeline:
     """Speculative video generation with a frame drafter and a ``DiffusionVerifier``."""
+
+    _callback_tensor_inputs = ["frames", "stats"]
 
     def __init__(self, verifier: DiffusionVerifier, drafter: FrameDrafter | None = None):
         self.verifier = verifier
@@ -72,9 +86,20 @@ class SpeculativeVideoPipeline:
     def scheduler(self):
         return self.verifier.scheduler
 
-    def to(self, device: str | torch.device) -> SpeculativeVideoPipeline:
-        self.verifier.unet.to(device)
-        if isinstance(self.drafter, LearnedDrafter):
+    @property
+    def device(self) -> torch.device:
+        return self.verifier.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.unet.dtype
+
+    def to(
+        self, device: str | torch.device | None = None, dtype: torch.dtype | None = None
+    ) -> SpeculativeVideoPipeline:
+        """Move the UNet (and a learned drafter) to ``device`` and/or cast the UNet to ``dtype``."""
+        self.verifier.unet.to(device=device, dtype=dtype)
+        if isinstance(self.drafter, LearnedDrafter) and device is not None:
             self.drafter.model.to(device)
         return self
 
@@ -93,68 +118,100 @@ class SpeculativeVideoPipeline:
         num_refine_steps: int = D.num_refine_steps,
         num_inference_steps: int = D.num_inference_steps,
         schedule: str = D.schedule,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | list[torch.Generator] | None = None,
         output_type: str = "np",
         callback_on_step_end=None,
+        callback_on_step_end_tensor_inputs: list[str] | None = None,
         resize_to_input: bool = False,
         progress: bool = True,
     ) -> VideoPipelineOutput:
-        """Generate ``num_frames`` frames after ``context_frames``.
+        """Generate ``num_frames`` frames after ``context_frames``, or after each of a batch of them.
 
-        context_frames: list of H x W x 3 uint8 arrays, an (F, H, W, 3) uint8 array, or an
-        (F, 3, H, W) float tensor in [-1, 1]; resized to the model's resolution. Gray (H x W or one
-        channel) and RGBA (alpha dropped) uint8 frames become RGB; only the last P frames are used.
+        context_frames: one context (a list of H x W x 3 uint8 arrays, an (F, H, W, 3) uint8 array or
+        an (F, 3, H, W) float tensor in [-1, 1]) or a batch: a list of such contexts, or a 5-D array /
+        tensor. Frames are resized to the model's resolution; gray (H x W or one channel) and RGBA
+        (alpha dropped) uint8 frames become RGB; only the last P frames are used. In a batch every
+        row accepts its own number of drafts per round and the UNet calls are batched across rows;
+        ``generator`` may be one generator or a list of one per row (row b then equals its context
+        generated alone with generator b, with the constant schedule: the heuristic one shares k).
         mode: "speculative" (draft, verify, accept, correct), "target" (every frame by the full
-        sampler) or "draft" (the drafter alone). ``callback_on_step_end(pipe, round, step, stats)``
-        is called after every round.
+        sampler) or "draft" (the drafter alone).
+        callback_on_step_end(pipe, step, timestep, callback_kwargs) is called after every round (the
+        diffusers contract): ``step`` is the round, ``timestep`` None (a round spans many), and
+        ``callback_kwargs`` holds the names in ``callback_on_step_end_tensor_inputs`` (default: all
+        of "frames", the frames emitted so far, (F_so_far, 3, H, W) or a list per row, and "stats").
         """
-        _check_call(
-            num_frames,
-            mode,
-            num_draft_frames,
-            threshold,
-            metric,
-            strength,
-            num_refine_steps,
-            num_inference_steps,
-            output_type,
+        check_call(
+            CallSettings(
+                num_frames,
+                mode,
+                num_draft_frames,
+                threshold,
+                metric,
+                strength,
+                num_refine_steps,
+                num_inference_steps,
+                output_type,
+                schedule,
+            )
         )
-        context, input_size = self._prepare_context(context_frames)
-        history = FrameHistory(context, self.verifier.num_context_frames)
+        tensor_inputs = check_callback_inputs(
+            callback_on_step_end_tensor_inputs, self._callback_tensor_inputs
+        )
+        batched, contexts = split_batch(context_frames)
+        prepared = [self._prepare_context(c) for c in contexts]
+        generators = row_generators(generator, len(prepared))
+        P = self.verifier.num_context_frames
+        shape = tuple(prepared[0][0].shape[1:])  # (3, H, W): every context is resized to the model's
+        if resize_to_input and batched and len({size for _, size in prepared}) > 1:
+            raise ValueError("resize_to_input needs the contexts of a batch to share one frame size")
+        rows = VideoRows(
+            [FrameHistory(c, P) for c, _ in prepared],
+            [FrameNoise(g, shape, self.device) for g in generators],
+            num_frames,
+        )
         stats = VideoSpecStats()
         settings = RoundSettings(
             num_frames, strength, num_refine_steps, num_inference_steps, metric, refine=mode != "draft"
         )
-        noise = FrameNoise(generator, tuple(context.shape[1:]), context.device)
-        verifier = VideoVerifier(self.verifier, history, settings, noise, stats)
-        drafter = VideoDrafter(None if mode == "target" else self.drafter, history)
+        verifier = VideoVerifier(self.verifier, rows, settings, stats)
+        drafter = VideoDrafter(None if mode == "target" else self.drafter, rows)
         tau = -math.inf if mode == "draft" else threshold
         k = num_frames if mode == "draft" else num_draft_frames
         rule = make_schedule("constant" if mode == "draft" else schedule, k)
-        bar = tqdm(total=num_frames, desc=f"specvideo {mode}", disable=not progress, leave=False)
+        bar = tqdm(total=num_frames * len(rows), desc=f"specvideo {mode}", disable=not progress, leave=False)
         for step in speculate(
             drafter, verifier, lambda d, s: threshold_accept(s, tau, d.lengths), rule, stats
         ):
-            bar.update(len(step.emitted[0]))
+            bar.update(sum(len(e) for e in step.emitted))
             if callback_on_step_end is not None:
-                callback_on_step_end(self, step.round, step, stats)
+                so_far = [torch.stack(h.frames[h.num_context :]) for h in rows.histories]  # (F_b, 3, H, W)
+                kwargs = {"frames": so_far if batched else so_far[0], "stats": stats}
+                callback_on_step_end(self, step.round, None, {n: kwargs[n] for n in tensor_inputs})
         bar.close()
+        merge_row_stats(stats, rows.stats)
+        outputs = [
+            self._outputs(h, verifier.drafts[b], output_type, size if resize_to_input else None)
+            for b, (h, (_, size)) in enumerate(zip(rows.histories, prepared))
+        ]
+        if not batched:
+            return VideoPipelineOutput(outputs[0][0], stats, outputs[0][1], rows.stats)
+        frames = [o[0] for o in outputs]
+        if output_type != "pil":
+            frames = torch.stack(frames) if output_type == "pt" else np.stack(frames)
+        return VideoPipelineOutput(frames, stats, [o[1] for o in outputs], rows.stats)
+
+    def _outputs(self, history: FrameHistory, drafts: list, output_type: str, size):
         frames = torch.stack(history.frames[history.num_context :])  # (F, 3, H, W)
         drafts = [
-            self._postprocess(d[None], output_type, input_size if resize_to_input else None)[0]
-            if d is not None
-            else None
-            for d in verifier.drafts
+            self._postprocess(d[None].float(), output_type, size)[0] if d is not None else None
+            for d in drafts
         ]
-        return VideoPipelineOutput(
-            frames=self._postprocess(frames, output_type, input_size if resize_to_input else None),
-            stats=stats,
-            drafts=drafts,
-        )
+        return self._postprocess(frames, output_type, size), drafts
 
     def _prepare_context(self, context_frames) -> tuple[torch.Tensor, tuple[int, int]]:
         P = self.verifier.num_context_frames
-        x = _to_tensor(context_frames, keep=P)  # (F, 3, h, w) in [-1, 1], F <= P
+        x = to_tensor(context_frames, keep=P)  # (F, 3, h, w) in [-1, 1], F <= P
         if x.shape[0] < P:
             raise ValueError(f"the model conditions on {P} context frames, got {x.shape[0]}")
         size = tuple(x.shape[-2:])
@@ -166,7 +223,7 @@ class SpeculativeVideoPipeline:
                 mode="area" if size[0] >= H else "bilinear",
                 align_corners=None if size[0] >= H else False,
             )
-        return x.clamp(-1, 1).to(self.verifier.device), size
+        return x.clamp(-1, 1).to(self.device), size
 
     @staticmethod
     def _postprocess(frames: torch.Tensor, output_type: str, size: tuple[int, int] | None):
@@ -215,21 +272,36 @@ class SpeculativeVideoPipeline:
         cls,
         path: str | Path | None = None,
         drafter: str | FrameDrafter | None = None,
-        device: str | None = None,
+        device: str | torch.device | None = None,
+        torch_dtype: torch.dtype | None = None,
     ) -> SpeculativeVideoPipeline:
         """Load a saved pipeline directory (default: the shipped models/video); ``drafter`` overrides
-        the saved one by name or instance. A missing or corrupt part raises one ValueError that
-        names the file or directory."""
+        the saved one by name or instance. The UNet is stored in fp16 and loaded as float32 unless
+        ``torch_dtype`` says otherwise (torch.float16 / torch.bfloat16 on a GPU); ``device`` places
+        it. A missing or corrupt part raises one ValueError that names the file or directory."""
+        if torch_dtype is not None and not (
+            isinstance(torch_dtype, torch.dtype) and torch_dtype.is_floating_point
+        ):
+            raise ValueError(f"torch_dtype must be a floating torch.dtype, got {torch_dtype!r}")
         path = Path(path) if path is not None else shipped("video")
         if not (path / "model_index.json").is_file():
             raise ValueError(f"{path} is not a specvideo pipeline directory (no model_index.json)")
         index = _load_part(path / "model_index.json", _read_json)
-        unet = _load_part(path / "unet", lambda p: UNet2DModel.from_pretrained(p, local_files_only=True))
+        unet = _load_part(
+            path / "unet",
+            lambda p: UNet2DModel.from_pretrained(
+                p, local_files_only=True, torch_dtype=torch_dtype or torch.float32
+            ),
+        )
         scheduler = _load_part(path / "scheduler", _load_scheduler)
         verifier = _load_part(  # the index's num_context_frames and hint must match the UNet's channels
             path / "model_index.json",
             lambda p: DiffusionVerifier(
-                unet, scheduler, index.get("num_context_frames"), index.get("hint"), bool(index.get("residual"))
+                unet,
+                scheduler,
+                index.get("num_context_frames"),
+                index.get("hint"),
+                bool(index.get("residual")),
             ),
         )
         pipe = cls(verifier, _load_drafter(path / "drafter", drafter))
@@ -283,76 +355,4 @@ def _drafter_name(drafter: FrameDrafter) -> str:
     return names.get(type(drafter).__name__, type(drafter).__name__)
 
 
-def _to_tensor(frames, keep: int) -> torch.Tensor:
-    """Any accepted context form -> its last ``keep`` frames, (F, 3, H, W) float32 in [-1, 1].
-
-    Only the frames the model conditions on are converted, so a long clip costs no extra memory.
-    """
-    if isinstance(frames, torch.Tensor):
-        if frames.ndim != 4 or frames.shape[1] != 3 or not frames.is_floating_point():
-            raise ValueError(
-                f"a context tensor must be (F, 3, H, W) float in [-1, 1], got {tuple(frames.shape)} {frames.dtype}"
-            )
-        if not torch.isfinite(frames).all():  # every frame given, used or not: NaN means a bug upstream
-            raise ValueError("context frames contain NaN or infinite values")
-        return frames[-keep:].float()
-    if isinstance(frames, (list, tuple)):
-        if not frames:
-            raise ValueError("no context frames given")
-        items = [np.asarray(f) for f in frames[-keep:]]
-        shapes = {f.shape for f in items}
-        if len(shapes) != 1:
-            raise ValueError(f"context frames differ in shape: {sorted(shapes)}")
-        frames = np.stack([f[..., None] if f.ndim == 2 else f for f in items])  # 2-D items are gray
-    if isinstance(frames, np.ndarray):
-        return frames_to_tensor(_rgb_uint8(frames, keep))
-    raise ValueError(
-        f"context_frames must be a list of HxWx3 uint8 arrays, an (F, H, W, 3) array or an (F, 3, H, W) tensor, got {type(frames).__name__}"
-    )
-
-
-def _rgb_uint8(frames: np.ndarray, keep: int) -> np.ndarray:
-    """The last ``keep`` of (F, H, W, C) uint8 frames, C = 1 (gray), 3 (RGB) or 4 (RGBA, alpha
-    dropped), as (F', H, W, 3)."""
-    if frames.ndim != 4 or frames.shape[-1] not in (1, 3, 4) or frames.dtype != np.uint8:
-        raise ValueError(
-            f"context frames must be (F, H, W, 3) uint8 RGB (or 1-channel gray / 4-channel RGBA), "
-            f"got {frames.shape} {frames.dtype}"
-        )
-    frames = frames[-keep:]
-    return np.repeat(frames, 3, axis=-1) if frames.shape[-1] == 1 else frames[..., :3]
-
-
-def _check_call(num_frames, mode, k, threshold, metric, strength, refine_steps, steps, output_type) -> None:
-    checks = [
-        (
-            isinstance(num_frames, int) and num_frames >= 1,
-            f"num_frames must be an integer >= 1, got {num_frames!r}",
-        ),
-        (mode in MODES, f"mode must be one of {MODES}, got {mode!r}"),
-        (isinstance(k, int) and k >= 1, f"num_draft_frames must be an integer >= 1, got {k!r}"),
-        (
-            isinstance(threshold, (int, float)) and not math.isnan(threshold),
-            f"threshold must be a number (+/-inf allowed), got {threshold!r}",
-        ),
-        (metric in METRICS, f"metric must be one of {METRICS}, got {metric!r}"),
-        (
-            isinstance(strength, (int, float)) and 0 < strength <= 1,
-            f"strength must be in (0, 1], got {strength!r}",
-        ),
-        (
-            isinstance(refine_steps, int) and refine_steps >= 1,
-            f"num_refine_steps must be an integer >= 1, got {refine_steps!r}",
-        ),
-        (
-            isinstance(steps, int) and steps >= 1,
-            f"num_inference_steps must be an integer >= 1, got {steps!r}",
-        ),
-        (output_type in OUTPUT_TYPES, f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}"),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
-
-
-__all__ = ["DRAFTERS", "SpeculativeVideoPipeline", "VideoPipelineOutput"]
+__all__ = ["DRAFTERS", "OUTPUT_TYPES", "SpeculativeVideoPipeline", "VideoPipelineOutput"]

@@ -1,10 +1,12 @@
 """Adapters that put frame drafters and the diffusion verifier on the shared core loop.
 
-A speculative video round (DESIGN section 5): the drafter proposes d_1..d_k from the accepted
-frames; the verifier refines all k at once, each conditioned on the accepted frames plus the drafts
-before it; ``threshold_accept`` keeps the longest prefix with similarity >= tau; ``correct``
-regenerates the first rejected frame from noise with the full sampler; the refined accepted frames
-and the regenerated one are committed, the other drafts discarded.
+A speculative video round (DESIGN section 5), for B videos at once: the drafter proposes
+d_1..d_k for every row from its accepted frames; the verifier refines all drafts of all rows in one
+batch, each conditioned on its row's accepted frames plus the drafts before it;
+``threshold_accept`` keeps each row's longest prefix with similarity >= tau; ``correct``
+regenerates every row's first rejected frame from noise with the full sampler (one batch over the
+rows that need it); the refined accepted frames and the regenerated one are committed, the other
+drafts discarded. Rows finish independently; a finished row drafts nothing and costs nothing.
 """
 
 from __future__ import annotations
@@ -22,52 +24,67 @@ from specvideo.video.verifier import DiffusionVerifier
 
 @dataclass
 class ScoredDraft:
-    """One draft the verifier scored: the output frame index it drafted, its score, whether it was
-    accepted, and the draft frame (3, H, W). Rejected drafts count too, including those discarded
-    after the first rejection of their round."""
+    """One draft the verifier scored: its row, the output frame index it drafted, its score, whether
+    it was accepted, and the draft frame (3, H, W). Rejected drafts count too, including those
+    discarded after the first rejection of their round."""
 
     index: int
     score: float
     accepted: bool
     draft: torch.Tensor  # (3, H, W)
+    row: int = 0
 
 
 @dataclass
 class VideoSpecStats(SpecStats):
     """SpecStats plus per output frame: its draft's score (None when no draft was scored) and
     whether the draft was accepted; every scored draft in ``scored_drafts``; ``target_calls``
-    counts UNet evaluations."""
+    counts UNet evaluations (a batched call of n frames counts n) and ``unet_passes`` sequential
+    UNet calls (a batched call counts once: the latency proxy on hardware that runs a batch in the
+    time of one frame)."""
 
     frame_scores: list[float | None] = field(default_factory=list)
     frame_accepted: list[bool] = field(default_factory=list)
     scored_drafts: list[ScoredDraft] = field(default_factory=list)
+    unet_passes: int = 0
 
     @property
     def unet_evals(self) -> int:
         return self.target_calls
 
     def to_dict(self) -> dict:
-        scored = [{"index": r.index, "score": r.score, "accepted": r.accepted} for r in self.scored_drafts]
+        scored = [
+            {"row": r.row, "index": r.index, "score": r.score, "accepted": r.accepted}
+            for r in self.scored_drafts
+        ]
         return {**super().to_dict(), "scored_drafts": scored, "unet_evals": self.unet_evals}
 
 
 class FrameNoise:
-    """Noise derived per output frame index from one seed drawn from the user's generator, so a
-    frame's noise does not depend on how the frames before it were made: rejecting every draft
-    reproduces target-only generation exactly. Drawn on the CPU, so CPU and GPU runs agree."""
+    """Noise derived per output frame index from one seed drawn from the row's generator, so a
+    frame's noise does not depend on how the frames before it were made, nor on the other rows of a
+    batch: rejecting every draft reproduces target-only generation exactly. Every draw is made on
+    the generator's device (a CPU generator gives the same frames on any device)."""
 
     def __init__(self, generator: torch.Generator | None, shape: tuple[int, ...], device: torch.device):
-        self.seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        self.generator_device = generator.device if generator is not None else torch.device("cpu")
+        seed = torch.randint(0, 2**62, (1,), generator=generator, device=self.generator_device)
+        self.seed = int(seed)
         self.shape, self.device = shape, device
 
     def generator(self, index: int, stream: int) -> torch.Generator:
-        return torch.Generator().manual_seed(self.seed + 4 * index + stream)
+        """Streams: 0 full-sampler start, 1 refinement noise, 2 full-sampler steps, 3 refinement steps."""
+        return torch.Generator(device=self.generator_device).manual_seed(self.seed + 4 * index + stream)
+
+    def _draw(self, index: int, stream: int) -> torch.Tensor:
+        g = self.generator(index, stream)
+        return torch.randn(self.shape, generator=g, device=self.generator_device).to(self.device)  # (3, H, W)
 
     def full(self, index: int) -> torch.Tensor:
-        return torch.randn(self.shape, generator=self.generator(index, 0)).to(self.device)  # (3, H, W)
+        return self._draw(index, 0)
 
     def refine(self, index: int) -> torch.Tensor:
-        return torch.randn(self.shape, generator=self.generator(index, 1)).to(self.device)  # (3, H, W)
+        return self._draw(index, 1)
 
 
 class FrameHistory:
@@ -86,22 +103,50 @@ class FrameHistory:
         return torch.stack((self.frames + list(extra))[-self.P :])  # (P, 3, H, W)
 
 
-class VideoDrafter:
-    """Core adapter over a FrameDrafter (batch of one video)."""
+class VideoRows:
+    """The B videos of one call: their histories, noise and per-row statistics."""
 
-    def __init__(self, drafter: FrameDrafter | None, history: FrameHistory):
-        self.drafter, self.history, self.calls = drafter, history, 0
+    def __init__(self, histories: list[FrameHistory], noises: list[FrameNoise], num_frames: int):
+        self.histories, self.noises, self.num_frames = histories, noises, num_frames
+        self.stats = [VideoSpecStats() for _ in histories]
+
+    def __len__(self) -> int:
+        return len(self.histories)
+
+    def remaining(self, b: int) -> int:
+        return self.num_frames - self.histories[b].emitted
+
+    @property
+    def active(self) -> torch.Tensor:
+        return torch.tensor([self.remaining(b) > 0 for b in range(len(self))])  # (B,)
+
+    def active_rows(self) -> list[int]:
+        return [b for b in range(len(self)) if self.remaining(b) > 0]
+
+    def lengths(self, k: int) -> torch.Tensor:
+        return torch.tensor([min(k, max(self.remaining(b), 0)) for b in range(len(self))])  # (B,)
+
+
+class VideoDrafter:
+    """Core adapter over a FrameDrafter: drafts k frames for every active row in one call."""
+
+    def __init__(self, drafter: FrameDrafter | None, rows: VideoRows):
+        self.drafter, self.rows, self.calls = drafter, rows, 0
 
     def propose(self, k: int, keep_drafting) -> Draft:
-        if k == 0 or self.drafter is None:
-            empty = torch.zeros(1, 0, *self.history.frames[0].shape, device=self.history.frames[0].device)
-            return Draft(items=empty, lengths=torch.zeros(1, dtype=torch.long))
-        items = self.drafter.propose(self.history.window()[None], k)  # (1, k, 3, H, W)
-        self.calls += k
-        return Draft(items=items, lengths=torch.tensor([k]))
+        frame = self.rows.histories[0].frames[0]
+        B, active = len(self.rows), self.rows.active_rows()
+        if k == 0 or self.drafter is None or not active:
+            empty = torch.zeros(B, 0, *frame.shape, device=frame.device)
+            return Draft(items=empty, lengths=torch.zeros(B, dtype=torch.long))
+        windows = torch.stack([self.rows.histories[b].window() for b in active])  # (B', P, 3, H, W)
+        items = torch.zeros(B, k, *frame.shape, device=frame.device)  # (B, k, 3, H, W)
+        items[active] = self.drafter.propose(windows, k).to(items)
+        self.calls += k * len(active)
+        return Draft(items=items, lengths=self.rows.lengths(k))
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
-        pass  # the history is shared with the verifier, which appends the emitted frames
+        pass  # the histories are shared with the verifier, which appends the emitted frames
 
 
 @dataclass(frozen=True)
@@ -115,26 +160,14 @@ class RoundSettings:
 
 
 class VideoVerifier:
-    """Core adapter over a DiffusionVerifier; owns the frame history and the per-frame records."""
+    """Core adapter over a DiffusionVerifier; appends every row's emitted frames to its history."""
 
     def __init__(
-        self,
-        verifier: DiffusionVerifier,
-        history: FrameHistory,
-        settings: RoundSettings,
-        noise: FrameNoise,
-        stats: VideoSpecStats,
+        self, verifier: DiffusionVerifier, rows: VideoRows, settings: RoundSettings, stats: VideoSpecStats
     ):
-        self.verifier, self.history, self.settings, self.noise, self.stats = (
-            verifier,
-            history,
-            settings,
-            noise,
-            stats,
-        )
-        self.active = torch.tensor([True])
-        self.drafts: list[torch.Tensor | None] = []
-        self._evals_at_start = verifier.unet_evals  # the draft behind every emitted frame
+        self.verifier, self.rows, self.settings, self.stats = verifier, rows, settings, stats
+        self.drafts: list[list[torch.Tensor | None]] = [[] for _ in range(len(rows))]
+        self._evals_at_start, self._passes_at_start = verifier.unet_evals, verifier.unet_passes
 
     @property
     def calls(self) -> int:
@@ -142,54 +175,116 @@ class VideoVerifier:
 
     @property
     def target_only_calls(self) -> int:
-        return self.history.emitted * self.settings.num_inference_steps
+        return sum(h.emitted for h in self.rows.histories) * self.settings.num_inference_steps
+
+    @property
+    def active(self) -> torch.Tensor:
+        return self.rows.active
 
     @property
     def finished(self) -> bool:
-        return self.history.emitted >= self.settings.num_frames
+        return not self.rows.active_rows()
 
     def max_draft_length(self) -> int:
-        return self.settings.num_frames - self.history.emitted
+        return max((self.rows.remaining(b) for b in self.rows.active_rows()), default=0)
 
     def verify(self, draft: Draft) -> torch.Tensor:
-        drafts = list(draft.items[0])  # k x (3, H, W)
-        if not drafts or not self.settings.refine:
-            self._refined = drafts
-            return torch.full((1, len(drafts)), math.inf)
-        start = self.history.emitted
-        windows = torch.stack([self.history.window(drafts[:i]) for i in range(len(drafts))])  # (k, P, 3, H, W)
-        cond = self.verifier.condition(windows)  # (k, C, H, W)
-        noise = torch.stack([self.noise.refine(start + i) for i in range(len(drafts))])  # (k, 3, H, W)
+        B, k = draft.batch_size, draft.k
+        lengths = draft.lengths.tolist()
+        self._refined = [list(draft.items[b, : lengths[b]]) for b in range(B)]
+        if k == 0 or not self.settings.refine:
+            return torch.full((B, k), math.inf)
+        pairs = [(b, i) for b in range(B) for i in range(lengths[b])]
+        if not pairs:
+            return torch.full((B, k), -math.inf)
+        h, noise = self.rows.histories, self.rows.noises
+        windows = torch.stack([h[b].window(list(draft.items[b, :i])) for b, i in pairs])  # (n, P, 3, H, W)
+        index = [h[b].emitted + i for b, i in pairs]
+        x = torch.stack([draft.items[b, i] for b, i in pairs])  # (n, 3, H, W)
         s = self.settings
         refined = self.verifier.refine(
-            cond, draft.items[0], s.strength, s.num_refine_steps, noise
-        )  # (k, 3, H, W)
-        self._refined = list(refined)
-        return similarity(draft.items[0], refined, s.metric, data_range=2.0).float().cpu()[None]  # (1, k)
+            self.verifier.condition(windows),
+            x,
+            s.strength,
+            s.num_refine_steps,
+            torch.stack([noise[b].refine(j) for (b, _), j in zip(pairs, index)]),  # (n, 3, H, W)
+            generator=[noise[b].generator(j, 3) for (b, _), j in zip(pairs, index)],
+        )  # (n, 3, H, W)
+        scores = torch.full((B, k), -math.inf)
+        values = similarity(x.float(), refined.float(), s.metric, data_range=2.0).float().cpu()  # (n,)
+        for n, (b, i) in enumerate(pairs):
+            self._refined[b][i] = refined[n]
+            scores[b, i] = values[n]
+        self._charge(sorted({b for b, _ in pairs}), [b for b, _ in pairs], s.num_refine_steps)
+        return scores
 
     def correct(self, draft: Draft, verdict: Verdict) -> Verdict:
-        j = int(verdict.num_accepted[0])
-        self._correction = None
-        if j < draft.k or draft.k == 0:
-            index = self.history.emitted + j
-            cond = self.verifier.condition(self.history.window(self._refined[:j])[None])  # (1, C, H, W)
-            noise = self.noise.full(index)[None]  # (1, 3, H, W)
-            gen = self.noise.generator(index, 2)  # step noise of stochastic schedulers
-            self._correction = self.verifier.generate(cond, self.settings.num_inference_steps, noise, gen)[0]
+        accepted, lengths = verdict.num_accepted.tolist(), draft.lengths.tolist()
+        need = [b for b in self.rows.active_rows() if accepted[b] < lengths[b] or lengths[b] == 0]
+        self._corrections: dict[int, torch.Tensor] = {}
+        if not need:
+            return verdict
+        h, noise = self.rows.histories, self.rows.noises
+        windows = torch.stack([h[b].window(self._refined[b][: accepted[b]]) for b in need])  # (n, P, 3, H, W)
+        index = [h[b].emitted + accepted[b] for b in need]
+        frames = self.verifier.generate(
+            self.verifier.condition(windows),
+            self.settings.num_inference_steps,
+            torch.stack([noise[b].full(j) for b, j in zip(need, index)]),  # (n, 3, H, W)
+            [noise[b].generator(j, 2) for b, j in zip(need, index)],
+        )  # (n, 3, H, W)
+        self._corrections = dict(zip(need, frames))
+        self._charge(need, need, self.settings.num_inference_steps)
         return verdict
 
+    def _charge(self, rows: list[int], frames_of: list[int], passes: int) -> None:
+        """Count a batched UNet call in the rows' statistics: ``passes`` sequential passes for every
+        row in it, ``passes`` evaluations per frame (``frames_of`` names each frame's row)."""
+        for b in rows:
+            self.rows.stats[b].unet_passes += passes
+        for b in frames_of:
+            self.rows.stats[b].target_calls += passes
+        self.stats.unet_passes = self.verifier.unet_passes - self._passes_at_start
+
     def commit(self, draft: Draft, verdict: Verdict) -> list[list[torch.Tensor]]:
-        j = int(verdict.num_accepted[0])
-        scores = verdict.scores[0].tolist() if verdict.scores is not None and self.settings.refine else []
-        new = self._refined[:j] + ([self._correction] if self._correction is not None else [])
-        new = new[: self.settings.num_frames - self.history.emitted]
-        start = self.history.emitted
+        emitted: list[list[torch.Tensor]] = []
+        active = self.rows.active
+        for b in range(draft.batch_size):
+            emitted.append(self._commit_row(b, draft, verdict) if active[b] else [])
+        return emitted
+
+    def _commit_row(self, b: int, draft: Draft, verdict: Verdict) -> list[torch.Tensor]:
+        j, n = int(verdict.num_accepted[b]), int(draft.lengths[b])
+        history, stats = self.rows.histories[b], self.rows.stats[b]
+        scores = verdict.scores[b, :n].tolist() if verdict.scores is not None and self.settings.refine else []
+        new = self._refined[b][:j] + ([self._corrections[b]] if b in self._corrections else [])
+        new = new[: self.rows.remaining(b)]
+        start = history.emitted
         for i, score in enumerate(scores):
-            self.stats.scored_drafts.append(ScoredDraft(start + i, score, i < j, draft.items[0, i]))
+            stats.scored_drafts.append(ScoredDraft(start + i, score, i < j, draft.items[b, i], row=b))
         for i, frame in enumerate(new):
-            self.history.frames.append(frame)
-            self.drafts.append(draft.items[0, i] if i < draft.k else None)
-            self.stats.frame_scores.append(scores[i] if i < len(scores) else None)
-            self.stats.frame_accepted.append(i < j)
-        self.active = torch.tensor([not self.finished])
-        return [new]
+            history.frames.append(frame.float())
+            self.drafts[b].append(draft.items[b, i] if i < n else None)
+            stats.frame_scores.append(scores[i] if i < len(scores) else None)
+            stats.frame_accepted.append(i < j)
+        row_draft = Draft(items=draft.items[b : b + 1, :n], lengths=draft.lengths[b : b + 1])
+        row_verdict = Verdict(num_accepted=verdict.num_accepted[b : b + 1])
+        stats.record(row_draft, row_verdict, torch.tensor([True]), [new])
+        stats.draft_calls += n
+        stats.target_only_calls = history.emitted * self.settings.num_inference_steps
+        return new
+
+
+def merge_row_stats(total: VideoSpecStats, rows: list[VideoSpecStats]) -> VideoSpecStats:
+    """Fill the per-frame lists of the totals from the rows, in row order."""
+    total.frame_scores = [s for r in rows for s in r.frame_scores]
+    total.frame_accepted = [a for r in rows for a in r.frame_accepted]
+    total.scored_drafts = [d for r in rows for d in r.scored_drafts]
+    for r in rows:  # the loop's wall times belong to every row alike
+        r.time_draft, r.time_verify, r.time_correct, r.time_total = (
+            total.time_draft,
+            total.time_verify,
+            total.time_correct,
+            total.time_total,
+        )
+    return total

@@ -45,7 +45,13 @@ class DiffusionVerifier:
 
     Frames are (N, 3, H, W) in [-1, 1]; conditions are (N, 3P [+ 3], H, W) from ``condition``:
     the P context frames, oldest first, then the hint if any. ``unet_evals`` counts UNet
-    evaluations (a batched call of N frames counts N).
+    evaluations (a batched call of N frames counts N), ``unet_passes`` sequential UNet calls (a
+    batched call counts once). The UNet may hold any dtype: its inputs are cast to it, and the
+    scheduler's maths and every returned frame stay float32.
+
+    ``generator`` arguments take one ``torch.Generator`` or a list of one per frame (the diffusers
+    convention): stochastic schedulers (DDPM, Euler ancestral, SDE solvers) draw each frame's step
+    noise from its own generator, so a frame does not depend on what else is in the batch.
     """
 
     def __init__(
@@ -83,6 +89,7 @@ class DiffusionVerifier:
         self.hint = hint
         self.residual = residual
         self.unet_evals = 0
+        self.unet_passes = 0
         self._step_takes_generator = _accepts(self.scheduler.step, "generator")
 
     @property
@@ -100,13 +107,19 @@ class DiffusionVerifier:
 
     @torch.inference_mode()
     def refine(
-        self, cond: torch.Tensor, x: torch.Tensor, strength: float, num_refine_steps: int, noise: torch.Tensor
+        self,
+        cond: torch.Tensor,
+        x: torch.Tensor,
+        strength: float,
+        num_refine_steps: int,
+        noise: torch.Tensor,
+        generator: torch.Generator | list[torch.Generator] | None = None,
     ) -> torch.Tensor:
         """Re-noise x (N, 3, H, W) to t(strength) with ``noise`` and denoise it in m steps -> (N, 3, H, W)."""
         timesteps = self._refine_timesteps(strength, num_refine_steps)
         t0 = timesteps[:1].expand(x.shape[0]).to(x.device)  # (N,)
-        sample = self.scheduler.add_noise(x, noise, t0)  # (N, 3, H, W)
-        return self._denoise(cond, sample, timesteps, generator=None)
+        sample = self.scheduler.add_noise(x.float(), noise.float(), t0)  # (N, 3, H, W)
+        return self._denoise(cond, sample, timesteps, generator)
 
     @torch.inference_mode()
     def generate(
@@ -114,18 +127,23 @@ class DiffusionVerifier:
         cond: torch.Tensor,
         num_inference_steps: int,
         noise: torch.Tensor,
-        generator: torch.Generator | None = None,
+        generator: torch.Generator | list[torch.Generator] | None = None,
     ) -> torch.Tensor:
         """Sample frames (N, 3, H, W) from pure ``noise`` with the full sampler."""
         self.scheduler.set_timesteps(num_inference_steps, device=noise.device)
-        sample = noise * self.scheduler.init_noise_sigma  # (N, 3, H, W)
+        sample = noise.float() * self.scheduler.init_noise_sigma  # (N, 3, H, W)
         return self._denoise(cond, sample, self.scheduler.timesteps, generator)
 
     def _denoise(self, cond, sample, timesteps, generator) -> torch.Tensor:
+        dtype = self.unet.dtype
+        cond = cond.to(self.device, dtype)
+        if isinstance(generator, list) and len(generator) != sample.shape[0]:
+            raise ValueError(f"got {len(generator)} generators for {sample.shape[0]} frames")
         for t in timesteps:
-            model_input = self.scheduler.scale_model_input(sample, t)
-            output = predict_x0(self.unet, model_input, cond, t, self.residual)  # (N, 3, H, W)
+            model_input = self.scheduler.scale_model_input(sample, t).to(dtype)
+            output = predict_x0(self.unet, model_input, cond, t, self.residual).float()  # (N, 3, H, W)
             self.unet_evals += sample.shape[0]
+            self.unet_passes += 1
             kwargs = {"generator": generator} if self._step_takes_generator else {}
             sample = self.scheduler.step(output, t, sample, **kwargs).prev_sample
         return sample.clamp(-1, 1)
@@ -138,6 +156,8 @@ class DiffusionVerifier:
             ts = torch.linspace(t_start, 0, m + 1)[:-1].round().long().tolist()
             self.scheduler.set_timesteps(timesteps=ts, device=self.device)
             return self.scheduler.timesteps
+        if hasattr(self.scheduler, "sigmas"):  # sigma-based (Euler ancestral, ...): diffusers' img2img way
+            return self._img2img_timesteps(strength, m)
         # DDIM-style schedulers step from t to t - T // num_inference_steps: pick the count so that m
         # steps of that stride span t_start .. 0, then set the timesteps themselves.
         n = max(1, (T * m) // (t_start + 1))
@@ -147,6 +167,16 @@ class DiffusionVerifier:
             [max(t_start - i * stride, 0) for i in range(m)], device=self.device
         )
         return self.scheduler.timesteps
+
+    def _img2img_timesteps(self, strength: float, m: int) -> torch.Tensor:
+        """The last m of n = round(m / s) steps, starting the scheduler's step index there (as
+        diffusers' image-to-image pipelines do for schedulers that take no explicit timesteps)."""
+        n = max(m, round(m / strength))
+        self.scheduler.set_timesteps(n, device=self.device)
+        begin = (n - m) * self.scheduler.order
+        if hasattr(self.scheduler, "set_begin_index"):
+            self.scheduler.set_begin_index(begin)
+        return self.scheduler.timesteps[begin:]
 
 
 def predict_x0(
@@ -186,7 +216,9 @@ def widen_for_hint(unet: UNet2DModel) -> UNet2DModel:
     wide = UNet2DModel.from_config(config).to(unet.device, unet.dtype)
     state = unet.state_dict()
     weight = state["conv_in.weight"]  # (C_out, C_in, 3, 3)
-    state["conv_in.weight"] = torch.cat([weight, weight.new_zeros(weight.shape[0], 3, *weight.shape[2:])], dim=1)
+    state["conv_in.weight"] = torch.cat(
+        [weight, weight.new_zeros(weight.shape[0], 3, *weight.shape[2:])], dim=1
+    )
     wide.load_state_dict(state)
     return wide
 

@@ -117,14 +117,28 @@ def test_threshold_splits_accepted_and_regenerated(pipe):
     assert out.stats.emitted == 8
 
 
-def test_callback_sees_every_round(pipe):
-    rounds = []
+def test_callback_follows_the_diffusers_contract_once_per_round(pipe):
+    calls = []
+
+    def callback(p, step, timestep, kwargs):
+        calls.append((p, step, timestep, kwargs["frames"].shape[0], kwargs["stats"].emitted, set(kwargs)))
+        return kwargs
+
+    out = run(pipe, num_frames=5, num_draft_frames=2, schedule="constant", callback_on_step_end=callback)
+    assert [c[1] for c in calls] == list(range(out.stats.rounds))  # step = the round
+    assert all(c[0] is pipe and c[2] is None and c[5] == {"frames", "stats"} for c in calls)
+    assert [c[3] for c in calls] == [c[4] for c in calls]  # the frames emitted so far
+    assert calls[-1][3] == 5 and all(a < b for a, b in zip([c[3] for c in calls], [c[3] for c in calls][1:]))
+    only_stats = []
     run(
         pipe,
-        num_frames=5,
-        callback_on_step_end=lambda p, i, step, stats: rounds.append((i, len(step.emitted[0]))),
+        num_frames=2,
+        callback_on_step_end=lambda p, s, t, kw: only_stats.append(set(kw)),
+        callback_on_step_end_tensor_inputs=["stats"],
     )
-    assert sum(n for _, n in rounds) == 5 and [i for i, _ in rounds] == list(range(len(rounds)))
+    assert only_stats and all(k == {"stats"} for k in only_stats)
+    with pytest.raises(ValueError, match="callback_on_step_end_tensor_inputs"):
+        run(pipe, num_frames=2, callback_on_step_end=callback, callback_on_step_end_tensor_inputs=["latents"])
 
 
 def test_save_and_load_round_trip(pipe, tmp_path):

@@ -29,7 +29,9 @@ def test_untrained_residual_verifier_is_the_flow_extrapolation():
     g = torch.Generator().manual_seed(0)
     generated = verifier.generate(cond, 3, torch.randn(1, 3, SIZE, SIZE, generator=g))
     torch.testing.assert_close(generated, flow)
-    refined = verifier.refine(cond, torch.zeros_like(flow), 0.5, 1, torch.randn(1, 3, SIZE, SIZE, generator=g))
+    refined = verifier.refine(
+        cond, torch.zeros_like(flow), 0.5, 1, torch.randn(1, 3, SIZE, SIZE, generator=g)
+    )
     torch.testing.assert_close(refined, flow)  # whatever is drafted, the untrained model returns the warp
 
 

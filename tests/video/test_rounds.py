@@ -57,4 +57,4 @@ def test_target_and_draft_modes_score_nothing_and_stats_stay_json():
     stats = run(pipe, num_frames=3, threshold=-math.inf).stats
     as_json = json.loads(json.dumps(stats.to_dict()))
     assert [r["index"] for r in as_json["scored_drafts"]] == [r.index for r in stats.scored_drafts]
-    assert all(set(r) == {"index", "score", "accepted"} for r in as_json["scored_drafts"])
+    assert all(set(r) == {"row", "index", "score", "accepted"} for r in as_json["scored_drafts"])
