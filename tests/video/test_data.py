@@ -5,8 +5,8 @@ import pytest
 
 from specvideo.video.data import (
     HELDOUT_SEEDS,
-    TUNING_SEEDS,
     TRAIN_SEEDS,
+    TUNING_SEEDS,
     RealClips,
     ShapesConfig,
     heldout_real,

@@ -8,7 +8,7 @@ from specvideo.video.drafters import FlowDrafter
 from specvideo.video.pipeline import SpeculativeVideoPipeline
 from specvideo.video.verifier import DiffusionVerifier, default_scheduler, make_residual, widen_for_hint
 from tests import helpers
-from tests.video.test_hint import P, SIZE, moving_square
+from tests.video.test_hint import SIZE, P, moving_square
 
 
 def residual_verifier(seed: int = 0) -> DiffusionVerifier:
