@@ -73,7 +73,7 @@ def parse_args(argv: Sequence[str] | None = None) -> AppConfig:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    from specvideo.cli import _quiet_libraries
+    from specvideo.cli import quiet_libraries as _quiet_libraries
 
     try:
         config = parse_args(argv)

@@ -26,7 +26,6 @@ import json
 import math
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,6 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from specvideo.bench.measure import median_ratio, progress_bar
+from specvideo.bench.measure import sync as _sync
 from specvideo.bench.report import atomic_write as _atomic_write
 from specvideo.bench.report import fmt_load as _fmt_load
 from specvideo.bench.report import machine_info
@@ -503,14 +504,7 @@ def _new_record() -> dict[str, list]:
 
 
 def _progress_bar(total: int, enabled: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="bench text", unit="run", file=sys.stderr, disable=not enabled)
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    return progress_bar(total, enabled, "bench text")
 
 
 def _load_target(path: str, tokenizer):
@@ -728,9 +722,7 @@ def _aggregate(method: _Method, temperature: float, records) -> MethodResult:
 
 
 def _median_ratio(baseline: dict[str, list] | None, times: list[float]) -> float | None:
-    if baseline is None:
-        return None
-    return statistics.median(b / t for b, t in zip(baseline["times"], times))
+    return None if baseline is None else median_ratio(baseline["times"], times)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 DRAFTERS = ("model", "lean", "hybrid", "ngram", "none")
 LEAN_DRAFTERS = ("lean", "hybrid")  # the drafters that run the draft with LeanLlama (and draft_vocab)
+MODEL_DRAFTERS = ("model", *LEAN_DRAFTERS)  # the drafters that run a draft model
 
 
 @dataclass(frozen=True)

@@ -426,6 +426,9 @@ def save_model(model: LlamaForCausalLM, tok, path: Path, ranking: list[int] | No
     tmp.rename(path)
 
 
+STAGES = ("all", "tokenizer", "sizes", "target", "draft", "draft-more", "draft-vocab")
+
+
 def run(stage: str, cfg: TrainConfig) -> dict:
     """Run one stage ("tokenizer", "sizes", "target", "draft", "draft-more", "draft-vocab") or "all"
     (sizes, target, draft)."""

@@ -66,7 +66,11 @@ class VideoTrainConfig:
     hint_lr: float = 3e-4
     residual_steps: int = 3000
     residual_lr: float = 3e-4
-    residual_ssim_weight: float = 0.2  # loss = MSE + w (1 - SSIM) on the x0 estimate: sharp, not the blurry mean
+    residual_ssim_weight: float = 0.5  # loss = MSE + w (1 - SSIM) on the x0 estimate: sharp, not the blurry mean
+    # residual stage: this share of each batch draws t from [residual_high_t * T, T), the noise levels
+    # that generation from noise (t = T - 1) and refinement at strength s >= 0.6 use
+    residual_high_t_share: float = 0.5
+    residual_high_t: float = 0.6
     rollout_frames: int = 8  # autoregressive frames in each evaluation's rollout
     drafter_steps: int = 600
     drafter_hidden: int = 32
@@ -307,6 +311,16 @@ def run_stage(name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: fl
 VERIFIER_STAGES = ("verifier", "hint", "residual")
 
 
+def sample_timesteps(rng: np.random.Generator, n: int, T: int, high_share: float, high_from: float) -> np.ndarray:
+    """n timesteps, uniform over [0, T) except a ``high_share`` of them uniform over [high_from * T, T)."""
+    t = rng.integers(0, T, n)
+    if not high_share:
+        return t
+    high = rng.random(n) < high_share
+    t[high] = rng.integers(int(high_from * T), T, int(high.sum()))
+    return t
+
+
 def _stage_unet(cfg: VideoTrainConfig, stage: str) -> tuple[UNet2DModel, str | None, int, float]:
     """The stage's starting UNet, hint, step count and peak LR."""
     if stage == "verifier":
@@ -331,6 +345,7 @@ def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
     unet, hint, steps, lr = _stage_unet(cfg, stage)
     residual = stage == "residual"
     ssim_weight = cfg.residual_ssim_weight if residual else 0.0
+    high_share = cfg.residual_high_t_share if residual else 0.0
     scheduler = default_scheduler()
     ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
     P = cfg.context_frames
@@ -339,7 +354,7 @@ def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
 
     def loss_fn(model, batches, rng):
         clips = batches.sample(rng, P + 1).to(cfg.device)
-        t = torch.from_numpy(rng.integers(0, T, len(clips))).to(cfg.device)
+        t = torch.from_numpy(sample_timesteps(rng, len(clips), T, high_share, cfg.residual_high_t)).to(cfg.device)
         noise = torch.from_numpy(rng.standard_normal(clips[:, -1].shape, dtype=np.float32)).to(cfg.device)
         return x0_loss(model, scheduler, clips, t, noise, hint, residual, ssim_weight)
 

@@ -13,8 +13,10 @@ from specvideo.bench.video import (
     BenchVideoConfig,
     build_methods,
     check_targets,
+    choose_default,
     estimate_runtime,
     load_workloads,
+    reference_steps,
     roc_auc,
     run_benchmark,
     run_method,
@@ -48,12 +50,13 @@ def config(**kwargs) -> BenchVideoConfig:
         num_frames=F,
         thresholds=(-1.0, D.threshold),  # SSIM >= -1 always: every draft accepted
         strengths=(D.strength,),
+        target_steps=(1, N),
         num_inference_steps=N,
     )
     return BenchVideoConfig(**{**base, **kwargs})
 
 
-def fake_heldout_real(num, num_frames, size):
+def fake_heldout_real(num, num_frames, size, split="heldout"):
     """Stands in for the real clips (decoding the sample videos takes seconds): other shapes."""
     return [moving_shapes(seed, num_frames, size) for seed in range(num)]
 
@@ -61,18 +64,21 @@ def fake_heldout_real(num, num_frames, size):
 @pytest.fixture(scope="module")
 def results():
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("specvideo.bench.video.heldout_real", fake_heldout_real)
+        patch.setattr("specvideo.bench.video.workloads.heldout_real", fake_heldout_real)
         return run_benchmark(config(), pipe=tiny_pipe())
 
 
 EXPECTED = [
-    "target",
+    "target-N1",
+    f"target-N{N}",
     "draft-copy",
     "draft-linear",
     "draft-flow",
     "draft-learned",
     "first-target+flow",
     "first-target+learned",
+    "refine-all-flow",
+    "refine-all-learned",
     f"spec-flow-s{D.strength}-t-1",
     DEFAULT_NAME := f"spec-flow-s{D.strength}-t{D.threshold}",
     f"spec-learned-s{D.strength}-t-1",
@@ -98,21 +104,36 @@ def test_numbers_add_up(results):
     for r in results.rows:
         assert len(r.seconds) == len(results.clips[r.workload]) and all(s > 0 for s in r.seconds)
         assert -1 <= r.ssim_gt <= 1 and math.isfinite(r.psnr_gt)
+        assert r.reference_steps in (1, N)
         if r.family == "target":
-            assert r.unet_evals_per_frame == N and r.speedup == 1.0
-            assert r.ssim_target == pytest.approx(1.0) and r.psnr_target == 100.0
+            assert r.unet_evals_per_frame == r.steps == r.unet_passes_per_frame
+            assert r.pass_ratio == pytest.approx(r.reference_steps / r.steps)
         elif r.family == "draft":
             assert r.unet_evals_per_frame == 0 and r.acceptance_rate is None and r.spearman is None
+            assert r.pass_ratio is None
         elif r.family == "first-target":
             assert r.unet_evals_per_frame == pytest.approx(N / F)
+        elif r.family == "refine-all":  # every draft refined and kept: m = 1 evaluation per frame
+            assert r.acceptance_rate == 1.0 and r.unet_evals_per_frame == 1.0 and r.threshold is None
         else:
             assert 0 <= r.acceptance_rate <= 1 and r.num_scored > 0
             assert r.spearman is None or -1 <= r.spearman <= 1
             assert r.auc is None or 0 <= r.auc <= 1
+            assert r.unet_passes_per_frame <= r.unet_evals_per_frame  # a round's k drafts share passes
         if r.threshold == -1.0:  # every draft accepted: one refinement evaluation per frame
             assert r.acceptance_rate == 1.0 and r.unet_evals_per_frame == 1.0
             assert all(a == 1.0 for a in r.per_position_acceptance)
             assert r.num_scored == F * len(r.seconds)
+    for w in results.workloads:
+        ref = results.reference(w)
+        assert ref.steps == ref.reference_steps and ref.ssim_target == pytest.approx(1.0)
+        assert ref.speedup == 1.0 and ref.pass_ratio == 1.0
+
+
+def test_reference_target_is_the_cheapest_within_one_percent():
+    assert reference_steps({1: 0.80, 5: 0.805, 25: 0.806}) == 1
+    assert reference_steps({1: 0.70, 5: 0.80, 25: 0.801}) == 5
+    assert reference_steps({2: 0.5}) == 2
 
 
 def test_first_frame_by_target_and_same_seed_for_every_method():
@@ -121,12 +142,12 @@ def test_first_frame_by_target_and_same_seed_for_every_method():
     clip = load_workloads(cfg, P, SIZE)["synthetic"][0]
     methods = {m.name: m for m in build_methods(cfg, ("linear", "flow"))}
     pipes = {"linear": pipe}
-    target = run_method(methods["target"], pipe, pipes, clip, cfg, seed=5)
-    again = run_method(methods["target"], pipe, pipes, clip, cfg, seed=5)
+    target = run_method(methods[f"target-N{N}"], pipe, pipes, clip, cfg, seed=5)
+    again = run_method(methods[f"target-N{N}"], pipe, pipes, clip, cfg, seed=5)
     routed = run_method(methods["first-target+linear"], pipe, pipes, clip, cfg, seed=5)
     torch.testing.assert_close(again.frames, target.frames, rtol=0, atol=0)
     torch.testing.assert_close(routed.frames[0], target.frames[0], rtol=0, atol=0)
-    assert routed.unet_evals == N and target.unet_evals == F * N
+    assert routed.unet_evals == N and target.unet_evals == F * N == target.unet_passes
     expected = LinearDrafter().propose(torch.cat([clip.context, target.frames[:1]])[None], F - 1)[0]
     torch.testing.assert_close(routed.frames[1:], expected)
 
@@ -135,10 +156,12 @@ def test_default_setting_added_when_the_sweep_misses_it():
     cfg = config(thresholds=(0.5,), strengths=(0.6,))
     methods = build_methods(cfg, ("copy", "flow"))
     assert [m.name for m in methods] == [
-        "target",
+        "target-N1",
+        f"target-N{N}",
         "draft-copy",
         "draft-flow",
         "first-target+flow",
+        "refine-all-flow",
         "spec-flow-s0.6-t0.5",
         "default",
     ]
@@ -156,9 +179,8 @@ def test_learned_is_skipped_without_weights():
 
 def test_targets_json_and_report(results, tmp_path):
     checks = check_targets(results)
-    assert len(checks) == 1 + 3 * len(results.workloads)
-    assert all(c.passed is not None or "no ratio" in c.detail for c in checks)  # all measured
-    assert [c.workload for c in checks] == ["synthetic"] * 4 + ["real"] * 3
+    assert len(checks) == 8 * len(results.workloads)
+    assert [c.workload for c in checks] == ["synthetic"] * 8 + ["real"] * 8
     json.dumps(results.to_dict(), allow_nan=False)
     doc = tmp_path / "BENCHMARKS.md"
     text_section = "## Text\n\nCommand:\n\n```bash\nspecvideo bench text\n```\n\n| a | b |\n"
@@ -168,7 +190,22 @@ def test_targets_json_and_report(results, tmp_path):
     assert written.startswith(f"# Benchmarks\n\n{text_section}\n## Video\n")
     assert "old video" not in written and "specvideo bench video --num-synthetic 2" in written
     assert "![speedup against SSIM to the ground truth](video_pareto.png)" in written
+    assert "| target-only N | 1 | 3 |" in written and "** (reference) |" in written
     assert (tmp_path / "video_pareto.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_tuning_split_gets_its_own_section_and_a_default_choice(tmp_path):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("specvideo.bench.video.workloads.heldout_real", fake_heldout_real)
+        tuning = run_benchmark(config(split="tuning", num_synthetic=1), pipe=tiny_pipe())
+    assert tuning.clips["synthetic"][0].startswith("seed 20000500")  # TUNING_SEEDS
+    row, why = choose_default(tuning)
+    assert row is not None and row.family == "speculative" and row.method in why
+    doc = tmp_path / "BENCHMARKS.md"
+    write_report(tuning, "specvideo bench video --split tuning", doc)
+    written = doc.read_text()
+    assert "## Video: tuning split" in written and "Default chosen on this split" in written
+    assert (tmp_path / "video_pareto_tuning.png").is_file()
 
 
 def test_rank_statistics():
@@ -185,7 +222,8 @@ def test_runtime_estimate_bounds():
     methods = build_methods(cfg, ("copy", "flow"))
     est = estimate_runtime(cfg, methods, num_clips=2, unet_s=1.0, draft_s={"copy": 0.0, "flow": 0.0})
     spec = sum(m.family == "speculative" for m in methods)
-    assert est.baselines_s == 2 * (F * N + N)  # target-only + first-target+flow
+    spec += sum(m.family == "refine-all" for m in methods)
+    assert est.baselines_s == 2 * (F * 1 + F * N + N)  # target-only at N = 1 and N + first-target+flow
     assert est.sweep_low_s == 2 * spec * F and est.sweep_high_s == 2 * spec * F * (N + 1)
     assert "runs" in est.line() and est.runs == 2 * len(methods)
 
@@ -224,9 +262,14 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["report"] is None and out["clips"]["clips"] == ["in.mp4 [0:4]", "in.mp4 [4:8]"]
     assert [r["method"] for r in out["rows"]] == [
-        "target",
+        "target-N1",
+        "target-N2",
+        "target-N5",
+        "target-N10",
+        "target-N25",
         "draft-copy",
         "first-target+flow",
+        "refine-all-flow",
         DEFAULT_NAME,
     ]
     assert out["command"].startswith("specvideo bench video --model ")
@@ -238,7 +281,9 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     [
         (["--thresholds", "nan"], "thresholds must be finite numbers"),
         (["--strengths", "0"], r"strengths must be in \(0, 1\]"),
-        (["--num-synthetic", "0"], "num_synthetic must be >= 1"),
+        (["--num-synthetic", "0", "--num-real", "0"], "num_synthetic \\+ num_real must be >= 1"),
+        (["--split", "train"], "invalid choice: 'train'"),
+        (["--target-steps", "0"], "target_steps must be an integer >= 1"),
         (["--thresholds", "high"], "expected comma-separated numbers"),
         (["--drafters", "magic"], "unknown drafter 'magic'"),
     ],

@@ -1,0 +1,169 @@
+"""What one ``specvideo bench video`` run does: its settings and the methods they expand to.
+
+Methods, all on the same clips with the same generator seed per clip (DESIGN section 7):
+
+    target-N<n>            every frame by the full sampler with n steps (mode="target"), for each n in
+                           ``target_steps``; the *reference target* is the cheapest n whose SSIM to
+                           the truth is within 1 % of the best n, and every speed-up is against it
+    draft-<d>              the drafter alone (mode="draft"), for each drafter
+    first-target+<d>       frame 1 by the full sampler, the rest drafted on top of it, all kept
+    refine-all-<d>         every draft refined (m steps at strength s) and kept: tau = -inf, the
+                           equal-cost baseline of the speculative setting (target-only at N = m is
+                           its other one, a target-N row)
+    spec-<d>-s<s>-t<tau>   speculative, for each sweep drafter x strength s x threshold tau
+    default                VIDEO_DEFAULTS' speculative setting, when the sweep does not contain it
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from specvideo.video.config import VIDEO_DEFAULTS as D
+from specvideo.video.drafters import DRAFTERS
+from specvideo.video.inputs import VIDEO_SCHEDULES
+from specvideo.video.metrics import METRICS
+
+FAMILIES = ("target", "draft", "first-target", "refine-all", "speculative")
+SPLITS = ("tuning", "heldout")
+SWEEP_DRAFTERS = ("flow", "learned")
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+STRENGTHS = (0.6, 0.8, 1.0)
+TARGET_STEPS = (1, 2, 5, 10, 25)
+REFERENCE_WITHIN = 0.01  # the reference target: the cheapest N within 1 % of the best N's SSIM
+
+
+def _check_int(name: str, value, minimum: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_sweep(thresholds: Sequence[float], strengths: Sequence[float]) -> None:
+    if not thresholds or not strengths:
+        raise ValueError("give at least one threshold and one strength")
+    for t in thresholds:
+        if not isinstance(t, (int, float)) or not math.isfinite(t):
+            raise ValueError(f"thresholds must be finite numbers, got {t!r}")
+    for s in strengths:
+        if not isinstance(s, (int, float)) or not 0 < s <= 1:
+            raise ValueError(f"strengths must be in (0, 1], got {s!r}")
+
+
+@dataclass(frozen=True)
+class BenchVideoConfig:
+    """Defaults of ``specvideo bench video`` (the CLI reads them from here).
+
+    split: "tuning" (choose settings here: TUNING_SEEDS, real frames 70-85 %) or "heldout" (report
+    here: HELDOUT_SEEDS, real frames 85-100 %). model: pipeline directory (None: the shipped
+    models/video). clips: video files instead of the split's workloads (centre square crop,
+    resized, cut into P + num_frames windows). drafters: the draft-only baselines; sweep_drafters:
+    the drafters of the tau x s sweep, the first-frame-by-target routing and refine-all. The learned
+    drafter runs only where the pipeline has weights. num_inference_steps: N of the speculative
+    corrections and of first-target routing (the reference target's N in VIDEO_DEFAULTS).
+    """
+
+    model: str | None = None
+    split: str = "heldout"
+    num_synthetic: int = 16
+    num_real: int = 8
+    num_frames: int = 16
+    clips: tuple[str, ...] = ()
+    drafters: tuple[str, ...] = DRAFTERS
+    sweep_drafters: tuple[str, ...] = SWEEP_DRAFTERS
+    thresholds: tuple[float, ...] = THRESHOLDS
+    strengths: tuple[float, ...] = STRENGTHS
+    target_steps: tuple[int, ...] = TARGET_STEPS
+    metric: str = D.metric
+    num_draft_frames: int = D.num_draft_frames
+    num_refine_steps: int = D.num_refine_steps
+    schedule: str = D.schedule
+    num_inference_steps: int = D.num_inference_steps
+    seed: int = 0
+    device: str = "cpu"
+    report: str = "docs/BENCHMARKS.md"
+
+    def __post_init__(self) -> None:
+        for name in ("clips", "drafters", "sweep_drafters", "thresholds", "strengths", "target_steps"):
+            object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
+        object.__setattr__(self, "target_steps", tuple(sorted(self.target_steps)))
+        for name in ("num_frames", "num_draft_frames", "num_refine_steps", "num_inference_steps"):
+            _check_int(name, getattr(self, name), 1)
+        _check_int("num_synthetic", self.num_synthetic, 0)
+        _check_int("num_real", self.num_real, 0)
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {self.split!r}")
+        if not self.clips and self.num_synthetic + self.num_real < 1:
+            raise ValueError("num_synthetic + num_real must be >= 1, or give clips")
+        if not self.target_steps:
+            raise ValueError("give at least one target step count")
+        for n in self.target_steps:
+            _check_int("target_steps", n, 1)
+        for d in (*self.drafters, *self.sweep_drafters):
+            if d not in DRAFTERS:
+                raise ValueError(f"unknown drafter {d!r}; choose from {', '.join(DRAFTERS)}")
+        _check_sweep(self.thresholds, self.strengths)
+        if self.metric not in METRICS:
+            raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
+        if self.schedule not in VIDEO_SCHEDULES:
+            raise ValueError(f"schedule must be one of {', '.join(VIDEO_SCHEDULES)}, got {self.schedule!r}")
+        try:
+            torch.device(self.device)
+        except RuntimeError:
+            raise ValueError(f"unknown device {self.device!r}") from None
+
+
+BENCH_VIDEO_DEFAULTS = BenchVideoConfig()
+
+
+@dataclass(frozen=True)
+class SpecSetting:
+    """One speculative setting: drafter, tau, s and the knobs the sweep keeps fixed."""
+
+    drafter: str
+    threshold: float
+    strength: float
+    metric: str = D.metric
+    num_draft_frames: int = D.num_draft_frames
+    num_refine_steps: int = D.num_refine_steps
+    schedule: str = D.schedule
+
+
+DEFAULT_SETTING = SpecSetting(D.drafter, D.threshold, D.strength)
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    family: str  # one of FAMILIES
+    drafter: str | None = None
+    setting: SpecSetting | None = None
+    is_default: bool = False
+    steps: int | None = None  # target-only: its N
+
+
+def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Method]:
+    """Every method of the run, the target-only rows first; the default setting always among them."""
+    methods = [Method(f"target-N{n}", "target", steps=n) for n in config.target_steps]
+    methods += [Method(f"draft-{d}", "draft", d) for d in config.drafters if d in available]
+    sweep = [d for d in config.sweep_drafters if d in available]
+    methods += [Method(f"first-target+{d}", "first-target", d) for d in sweep]
+
+    def setting(d: str, tau: float, s: float) -> SpecSetting:
+        return SpecSetting(
+            d, tau, s, config.metric, config.num_draft_frames, config.num_refine_steps, config.schedule
+        )
+
+    methods += [Method(f"refine-all-{d}", "refine-all", d, setting(d, -math.inf, D.strength)) for d in sweep]
+    for d in sweep:
+        for s in config.strengths:
+            for t in config.thresholds:
+                spec = setting(d, t, s)
+                methods.append(
+                    Method(f"spec-{d}-s{s:g}-t{t:g}", "speculative", d, spec, spec == DEFAULT_SETTING)
+                )
+    if not any(m.is_default for m in methods):
+        methods.append(Method("default", "speculative", D.drafter, DEFAULT_SETTING, True))
+    return methods

@@ -1,0 +1,127 @@
+"""Running one method on one clip, timed, and the cost model behind the run's time estimate."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from specvideo.bench.measure import median_time, sync
+from specvideo.bench.video.config import BenchVideoConfig, Method
+from specvideo.bench.video.workloads import BenchClip
+from specvideo.video.drafters import FrameDrafter
+from specvideo.video.rounds import VideoSpecStats
+
+
+@dataclass
+class MethodOutput:
+    """What one method produced on one clip, before scoring."""
+
+    frames: torch.Tensor  # (F, 3, H, W) in [-1, 1], on the CPU
+    seconds: float
+    unet_evals: int
+    unet_passes: int  # sequential UNet calls: a batched call counts once
+    stats: VideoSpecStats | None = None  # speculative and refine-all runs only
+
+
+def run_method(
+    method: Method, pipe, pipes: dict, clip: BenchClip, config: BenchVideoConfig, seed: int
+) -> MethodOutput:
+    """Run one method on one clip, timed; ``pipes`` holds one pipeline per drafter name."""
+    F = config.num_frames
+
+    def call(p, context, steps=config.num_inference_steps, **kwargs):
+        generator = torch.Generator().manual_seed(seed)  # the same seed for every method
+        return p(
+            context,
+            num_inference_steps=steps,
+            generator=generator,
+            output_type="pt",
+            progress=False,
+            **kwargs,
+        )
+
+    sync(pipe.device)
+    start = time.perf_counter()
+    if method.family == "target":
+        outs = [call(pipe, clip.context, steps=method.steps, num_frames=F, mode="target")]
+    elif method.family == "draft":
+        outs = [call(pipes[method.drafter], clip.context, num_frames=F, mode="draft")]
+    elif method.family == "first-target":
+        outs = [call(pipe, clip.context, num_frames=1, mode="target")]
+        if F > 1:
+            context = torch.cat([clip.context, outs[0].frames])  # (P + 1, 3, H, W)
+            outs.append(call(pipes[method.drafter], context, num_frames=F - 1, mode="draft"))
+    else:  # speculative, refine-all (tau = -inf)
+        s = method.setting
+        kwargs = dict(num_draft_frames=s.num_draft_frames, threshold=s.threshold, metric=s.metric)
+        kwargs.update(strength=s.strength, num_refine_steps=s.num_refine_steps, schedule=s.schedule)
+        outs = [call(pipes[method.drafter], clip.context, num_frames=F, mode="speculative", **kwargs)]
+    sync(pipe.device)
+    seconds = time.perf_counter() - start
+    frames = torch.cat([o.frames for o in outs]).float().cpu()  # (F, 3, H, W)
+    stats = outs[0].stats if method.setting is not None else None
+    evals, passes = sum(o.stats.unet_evals for o in outs), sum(o.stats.unet_passes for o in outs)
+    return MethodOutput(frames, seconds, evals, passes, stats)
+
+
+@dataclass(frozen=True)
+class RuntimeEstimate:
+    """Predicted wall time from a measured UNet evaluation (batch 1) and per-frame drafter times."""
+
+    unet_eval_s: float
+    draft_frame_s: dict[str, float]
+    runs: int
+    baselines_s: float  # target-only, draft-only and first-frame-by-target runs
+    sweep_low_s: float  # speculative and refine-all runs if every draft is accepted
+    sweep_high_s: float  # ... if every draft is rejected
+
+    def line(self) -> str:
+        drafts = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in self.draft_frame_s.items())
+        low, high = (self.baselines_s + self.sweep_low_s) / 60, (self.baselines_s + self.sweep_high_s) / 60
+        return (
+            f"{self.runs} runs; one UNet evaluation {self.unet_eval_s * 1e3:.0f} ms, one drafted frame (ms): "
+            f"{drafts}; estimated {low:.1f} min (every draft accepted) to {high:.1f} min (every draft "
+            f"rejected), of which {self.baselines_s / 60:.1f} min for the baselines"
+        )
+
+
+def measure_costs(pipe, drafters: dict[str, FrameDrafter], clip: BenchClip, repeats: int = 3):
+    """Median seconds of one UNet evaluation (batch 1) and of one drafted frame per drafter; also
+    the untimed warm-up of both."""
+    unet, device = pipe.unet, pipe.device
+    C, (H, W) = unet.config.in_channels, pipe.verifier.resolution
+    x = torch.randn(1, C, H, W, generator=torch.Generator().manual_seed(0)).to(device, unet.dtype)
+    t = torch.tensor([500], device=device)
+    with torch.inference_mode():
+        unet_s = median_time(lambda: unet(x, t), repeats, device)
+    context = clip.context[None].to(device)  # (1, P, 3, H, W)
+    k = 4
+    draft_s = {
+        name: median_time(lambda d=d: d.propose(context, k), repeats, device) / k
+        for name, d in drafters.items()
+    }
+    return unet_s, draft_s
+
+
+def estimate_runtime(
+    config: BenchVideoConfig, methods: list[Method], num_clips: int, unet_s: float, draft_s: dict[str, float]
+) -> RuntimeEstimate:
+    """Bounds on the run's wall time: every speculative draft accepted (m evaluations per frame)
+    or every one rejected (m + N per frame); drafting F frames either way."""
+    F, N = config.num_frames, config.num_inference_steps
+    baselines, low, high = 0.0, 0.0, 0.0
+    for m in methods:
+        drafting = F * draft_s.get(m.drafter, 0.0)
+        if m.family == "target":
+            baselines += F * m.steps * unet_s
+        elif m.family == "draft":
+            baselines += drafting
+        elif m.family == "first-target":
+            baselines += N * unet_s + drafting
+        else:
+            low += F * m.setting.num_refine_steps * unet_s + drafting
+            high += F * (m.setting.num_refine_steps + N) * unet_s + drafting
+    n = num_clips
+    return RuntimeEstimate(unet_s, draft_s, n * len(methods), n * baselines, n * low, n * high)

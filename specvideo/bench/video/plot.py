@@ -1,0 +1,90 @@
+"""The Pareto plot: wall-clock speed-up over the reference target against SSIM to the truth."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from specvideo.bench.report import atomic_write
+from specvideo.bench.video.run import BenchVideoResults
+from specvideo.bench.video.scoring import VideoMethodResult
+
+_COLOURS = {"flow": "tab:blue", "learned": "tab:orange", "linear": "tab:green", "copy": "tab:purple"}
+_STYLES = ("-", "--", ":", "-.")
+
+
+def plot_pareto(results: BenchVideoResults, path: str | os.PathLike) -> Path:
+    """PNG, one panel per workload: speed-up over the reference target (log x) against SSIM to the
+    truth; one line per sweep drafter x strength through its thresholds, baselines as points."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    workloads = results.workloads
+    fig = Figure(figsize=(6.4 * len(workloads), 5.0), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(workloads), squeeze=False)[0]
+    for ax, workload in zip(axes, workloads):
+        rows = [r for r in results.rows if r.workload == workload]
+        _plot_sweep(ax, rows)
+        _plot_baselines(ax, rows)
+        ax.set_xscale("log")
+        ref = results.reference(workload)
+        ax.set_title(f"{workload} (reference target N = {ref.steps})")
+        ax.set_xlabel("CPU wall-clock speed-up over the reference target (median per-clip ratio, log)")
+        ax.set_ylabel("SSIM to ground truth (mean over clips)")
+        ax.grid(True, which="both", linewidth=0.3)
+        ax.legend(fontsize=6.5)
+    path = Path(path)
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=110), binary=True)
+    return path
+
+
+def _plot_sweep(ax, rows: list[VideoMethodResult]) -> None:
+    curves: dict[tuple[str, float], list[VideoMethodResult]] = {}
+    for r in rows:
+        if r.family == "speculative" and r.method != "default":
+            curves.setdefault((r.drafter, r.strength), []).append(r)
+    strengths = sorted({s for _, s in curves})
+    for (drafter, strength), points in curves.items():
+        points.sort(key=lambda r: r.threshold)
+        ax.plot(
+            [p.speedup for p in points],
+            [p.ssim_gt for p in points],
+            marker="o",
+            markersize=3,
+            color=_COLOURS.get(drafter),
+            linestyle=_STYLES[strengths.index(strength) % len(_STYLES)],
+            label=f"speculative {drafter}, s={strength:g} (τ sweep)",
+        )
+        for p in points:
+            ax.annotate(
+                f"{p.threshold:g}",
+                (p.speedup, p.ssim_gt),
+                fontsize=5,
+                xytext=(2, 2),
+                textcoords="offset points",
+            )
+
+
+def _plot_baselines(ax, rows: list[VideoMethodResult]) -> None:
+    for r in rows:
+        if r.family == "target":
+            reference = r.steps == r.reference_steps
+            ax.plot(
+                [r.speedup],
+                [r.ssim_gt],
+                "k*" if reference else "k.",
+                markersize=12 if reference else 7,
+                label=f"target-only N={r.steps}" + (" (reference)" if reference else ""),
+            )
+        elif r.family == "draft":
+            ax.plot(
+                [r.speedup], [r.ssim_gt], "x", color=_COLOURS.get(r.drafter), markersize=8, label=r.method
+            )
+        elif r.family == "first-target":
+            ax.plot([r.speedup], [r.ssim_gt], "s", color=_COLOURS.get(r.drafter), mfc="none", label=r.method)
+        elif r.family == "refine-all":
+            ax.plot([r.speedup], [r.ssim_gt], "D", color=_COLOURS.get(r.drafter), mfc="none", label=r.method)
+        if r.is_default:
+            label = f"default ({r.drafter}, τ={r.threshold:g}, s={r.strength:g})"
+            ax.plot([r.speedup], [r.ssim_gt], "o", mfc="none", mec="red", markersize=13, mew=1.5, label=label)

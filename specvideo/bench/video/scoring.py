@@ -1,0 +1,185 @@
+"""Scoring one method's output on one clip, and aggregating a method over a workload's clips.
+
+Quality is PSNR and SSIM against the ground truth and against every target-only output of the same
+clip (the reference target is chosen after the run). Costs: seconds, UNet evaluations (CPU compute)
+and sequential UNet passes (a batched call counts once: the latency proxy for hardware that runs a
+batch in the time of one frame). The verifier's discrimination (DESIGN section 5) over every scored
+draft: Spearman of its score with its true SSIM to the ground-truth frame, and ROC-AUC of
+"score < tau" as a detector of drafts whose SSIM to the truth is below the reference target's frame.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from specvideo.bench.measure import median_ratio, roc_auc, spearman, spread
+from specvideo.bench.video.config import REFERENCE_WITHIN, Method
+from specvideo.bench.video.methods import MethodOutput
+from specvideo.bench.video.workloads import BenchClip
+from specvideo.video.metrics import psnr, ssim
+
+
+@dataclass
+class ClipResult:
+    """One method on one clip. vs_target[n]: (PSNR, SSIM) against target-N<n>'s frames. Scored drafts
+    (speculative only): their score, true SSIM to the truth, and each target-N's SSIM at that frame."""
+
+    seconds: float
+    unet_evals: int
+    unet_passes: int
+    psnr_gt: float
+    ssim_gt: float
+    vs_target: dict[int, tuple[float, float]] = field(default_factory=dict)
+    drafted: int | None = None
+    accepted: int | None = None
+    position_drafted: list[int] = field(default_factory=list)
+    position_accepted: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+    draft_ssim: list[float] = field(default_factory=list)
+    target_ssim: dict[int, list[float]] = field(default_factory=dict)
+
+
+def score_output(out: MethodOutput, clip: BenchClip, targets: dict[int, torch.Tensor]) -> ClipResult:
+    """Quality against the ground truth and each target-only output in ``targets`` ({N: (F, 3, H, W)})."""
+    result = ClipResult(
+        seconds=out.seconds,
+        unet_evals=out.unet_evals,
+        unet_passes=out.unet_passes,
+        psnr_gt=float(psnr(out.frames, clip.truth, data_range=2.0).mean()),
+        ssim_gt=float(ssim(out.frames, clip.truth, data_range=2.0).mean()),
+        vs_target={
+            n: (
+                float(psnr(out.frames, t, data_range=2.0).mean()),
+                float(ssim(out.frames, t, data_range=2.0).mean()),
+            )
+            for n, t in targets.items()
+        },
+    )
+    stats = out.stats
+    if stats is None:
+        return result
+    result.drafted, result.accepted = stats.drafted, stats.accepted
+    result.position_drafted, result.position_accepted = (
+        list(stats.position_drafted),
+        list(stats.position_accepted),
+    )
+    if stats.scored_drafts:
+        index = torch.tensor([r.index for r in stats.scored_drafts])  # (n,)
+        drafts = torch.stack([r.draft.float().cpu() for r in stats.scored_drafts])  # (n, 3, H, W)
+        result.scores = [r.score for r in stats.scored_drafts]
+        result.draft_ssim = ssim(drafts, clip.truth[index], data_range=2.0).tolist()
+        result.target_ssim = {
+            n: ssim(t[index], clip.truth[index], data_range=2.0).tolist() for n, t in targets.items()
+        }
+    return result
+
+
+def reference_steps(target_ssim: dict[int, float]) -> int:
+    """The cheapest N whose SSIM to the truth is within 1 % of the best N's."""
+    best = max(target_ssim.values())
+    return min(n for n, v in target_ssim.items() if v >= best - REFERENCE_WITHIN * abs(best))
+
+
+@dataclass
+class VideoMethodResult:
+    """One method on one workload, aggregated over its clips (per-clip lists kept). Ratios are
+    against the workload's reference target (``reference_steps``): wall clock as the median over
+    clips of the per-clip time ratio (with its min-max over clips), passes and evaluations as
+    ratios of the per-frame means."""
+
+    workload: str
+    method: str
+    family: str
+    drafter: str | None
+    threshold: float | None
+    strength: float | None
+    steps: int | None
+    is_default: bool
+    reference_steps: int
+    seconds_per_frame: float  # median over clips
+    unet_evals_per_frame: float  # mean over clips
+    unet_passes_per_frame: float  # mean over clips
+    speedup: float | None  # median over clips of time(reference) / time(method)
+    speedup_spread: tuple[float, float] | None
+    pass_ratio: float | None  # reference passes per frame / method's (None: the method makes none)
+    eval_ratio: float | None
+    psnr_gt: float  # means over clips of the per-clip mean over frames
+    ssim_gt: float
+    psnr_target: float  # against the reference target's frames
+    ssim_target: float
+    acceptance_rate: float | None  # accepted / drafted over all clips (speculative only)
+    per_position_acceptance: list[float] | None
+    spearman: float | None
+    auc: float | None
+    num_scored: int
+    seconds: list[float] = field(default_factory=list)
+    ssim_gt_clips: list[float] = field(default_factory=list)
+
+
+def aggregate(
+    workload: str,
+    method: Method,
+    runs: list[ClipResult],
+    reference: list[ClipResult],
+    ref_n: int,
+    num_frames: int,
+) -> VideoMethodResult:
+    """``runs``: the method's clip results; ``reference``: the reference target's, clip for clip."""
+    scored = method.setting is not None
+    spec = method.family == "speculative"
+    scores = [s for r in runs for s in r.scores]
+    truth = [s for r in runs for s in r.draft_ssim]
+    worse = [d < t for r in runs for d, t in zip(r.draft_ssim, r.target_ssim.get(ref_n, []))]
+    ratios = [t.seconds / r.seconds for t, r in zip(reference, runs)]
+    per_frame = num_frames * len(runs)
+    evals, passes = sum(r.unet_evals for r in runs) / per_frame, sum(r.unet_passes for r in runs) / per_frame
+    ref_evals = sum(r.unet_evals for r in reference) / per_frame
+    ref_passes = sum(r.unet_passes for r in reference) / per_frame
+    return VideoMethodResult(
+        workload=workload,
+        method=method.name,
+        family=method.family,
+        drafter=method.drafter,
+        threshold=method.setting.threshold if spec else None,
+        strength=method.setting.strength if scored else None,
+        steps=method.steps,
+        is_default=method.is_default,
+        reference_steps=ref_n,
+        seconds_per_frame=statistics.median(r.seconds / num_frames for r in runs),
+        unet_evals_per_frame=evals,
+        unet_passes_per_frame=passes,
+        speedup=median_ratio([t.seconds for t in reference], [r.seconds for r in runs]),
+        speedup_spread=spread(ratios),
+        pass_ratio=ref_passes / passes if passes else None,
+        eval_ratio=ref_evals / evals if evals else None,
+        psnr_gt=statistics.fmean(r.psnr_gt for r in runs),
+        ssim_gt=statistics.fmean(r.ssim_gt for r in runs),
+        psnr_target=statistics.fmean(r.vs_target[ref_n][0] for r in runs),
+        ssim_target=statistics.fmean(r.vs_target[ref_n][1] for r in runs),
+        acceptance_rate=_ratio(sum(r.accepted for r in runs), sum(r.drafted for r in runs))
+        if scored
+        else None,
+        per_position_acceptance=_per_position(runs) if scored else None,
+        spearman=spearman(scores, truth) if spec else None,
+        auc=roc_auc(worse, [-s for s in scores]) if spec else None,
+        num_scored=len(scores),
+        seconds=[r.seconds for r in runs],
+        ssim_gt_clips=[r.ssim_gt for r in runs],
+    )
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def _per_position(runs: list[ClipResult]) -> list[float]:
+    size = max((len(r.position_drafted) for r in runs), default=0)
+    drafted, accepted = np.zeros(size), np.zeros(size)
+    for r in runs:
+        drafted[: len(r.position_drafted)] += r.position_drafted
+        accepted[: len(r.position_accepted)] += r.position_accepted
+    return [float(a / d) if d else 0.0 for a, d in zip(accepted, drafted)]

@@ -1,0 +1,7 @@
+"""``python -m specvideo.cli``."""
+
+import sys
+
+from specvideo.cli import main
+
+sys.exit(main())

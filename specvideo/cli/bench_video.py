@@ -1,0 +1,139 @@
+"""``specvideo bench video``: speculative video against the reference target and honest baselines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+
+from specvideo.cli.common import add_report, add_seed_and_device, floats, ints, names
+from specvideo.video.drafters import DRAFTERS
+from specvideo.video.inputs import VIDEO_SCHEDULES
+from specvideo.video.metrics import METRICS
+
+
+def add(kinds) -> None:
+    from specvideo.bench.video import BENCH_VIDEO_DEFAULTS as d
+    from specvideo.bench.video import SPLITS
+
+    v = kinds.add_parser(
+        "video",
+        help="speculative video against target-only at several N, draft-only, refine-all and first-frame routing",
+        description="Every method on the same clips and seeds in one process; a tau x s sweep per drafter. "
+        "Choose settings with --split tuning, report them with --split heldout.",
+    )
+    v.add_argument(
+        "--model", metavar="DIR", default=d.model, help="pipeline directory (default: models/video)"
+    )
+    v.add_argument(
+        "--split", default=d.split, choices=SPLITS, help="which evaluation split the clips come from"
+    )
+    v.add_argument("--num-synthetic", metavar="N", type=int, default=d.num_synthetic, help="synthetic clips")
+    v.add_argument("--num-real", metavar="N", type=int, default=d.num_real, help="real clips (0: none)")
+    v.add_argument(
+        "--num-frames", metavar="N", type=int, default=d.num_frames, help="frames generated per clip"
+    )
+    v.add_argument(
+        "--clips", metavar="PATH", nargs="+", default=d.clips, help="video files instead of the split"
+    )
+    v.add_argument(
+        "--drafters",
+        metavar="LIST",
+        type=names,
+        default=d.drafters,
+        help=f"draft-only baselines, a comma-separated subset of {','.join(DRAFTERS)}",
+    )
+    v.add_argument(
+        "--sweep-drafters",
+        metavar="LIST",
+        type=names,
+        default=d.sweep_drafters,
+        help="drafters of the tau x s sweep",
+    )
+    v.add_argument(
+        "--thresholds", metavar="LIST", type=floats, default=d.thresholds, help="tau values to sweep"
+    )
+    v.add_argument("--strengths", metavar="LIST", type=floats, default=d.strengths, help="s values to sweep")
+    v.add_argument(
+        "--target-steps",
+        metavar="LIST",
+        type=ints,
+        default=d.target_steps,
+        help="N values of the target-only rows",
+    )
+    v.add_argument("--metric", default=d.metric, choices=METRICS, help="similarity scored against tau")
+    v.add_argument("--num-draft-frames", "-k", metavar="K", type=int, default=d.num_draft_frames)
+    v.add_argument("--refine-steps", metavar="M", type=int, default=d.num_refine_steps)
+    v.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
+    v.add_argument(
+        "--steps",
+        metavar="N",
+        type=int,
+        default=d.num_inference_steps,
+        help="full-sampler steps N of the corrections",
+    )
+    add_seed_and_device(v, d.seed, d.device, seed_help="clip i uses seed + i for every method")
+    add_report(v, d.report, "Video", off="--no-write")
+    v.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from specvideo.bench.video import (
+        BenchVideoConfig,
+        format_targets,
+        run_benchmark,
+        to_markdown,
+        write_report,
+    )
+
+    config = BenchVideoConfig(
+        model=args.model,
+        split=args.split,
+        num_synthetic=args.num_synthetic,
+        num_real=args.num_real,
+        num_frames=args.num_frames,
+        clips=tuple(args.clips),
+        drafters=args.drafters,
+        sweep_drafters=args.sweep_drafters,
+        thresholds=args.thresholds,
+        strengths=args.strengths,
+        target_steps=args.target_steps,
+        metric=args.metric,
+        num_draft_frames=args.num_draft_frames,
+        num_refine_steps=args.refine_steps,
+        schedule=args.schedule,
+        num_inference_steps=args.steps,
+        seed=args.seed,
+        device=args.device,
+        report=args.report,
+    )
+    results = run_benchmark(config, progress=True)
+    command = shlex.join(argv_of(config))
+    written = None if args.no_report else write_report(results, command, args.report)
+    if args.json:
+        print(json.dumps({**results.to_dict(), "command": command, "report": written and str(written)}))
+        return 0
+    print(to_markdown(results))
+    print("Targets:")
+    print(format_targets(results))
+    if written is not None:
+        print(f"\nreport written to {written}", file=sys.stderr)
+    return 0
+
+
+def argv_of(c) -> list[str]:
+    """Every setting spelled out, so the command reproduces the run whatever the defaults become."""
+    argv = ["specvideo", "bench", "video"] + (["--model", c.model] if c.model else [])
+    if c.clips:
+        argv += ["--clips", *c.clips]
+    else:
+        argv += ["--split", c.split, "--num-synthetic", str(c.num_synthetic), "--num-real", str(c.num_real)]
+    argv += ["--num-frames", str(c.num_frames), "--drafters", ",".join(c.drafters)]
+    argv += ["--sweep-drafters", ",".join(c.sweep_drafters)]
+    argv += ["--thresholds", ",".join(f"{t:g}" for t in c.thresholds)]
+    argv += ["--strengths", ",".join(f"{s:g}" for s in c.strengths), "--metric", c.metric]
+    argv += ["--target-steps", ",".join(map(str, c.target_steps))]
+    argv += ["--num-draft-frames", str(c.num_draft_frames), "--refine-steps", str(c.num_refine_steps)]
+    argv += ["--schedule", c.schedule, "--steps", str(c.num_inference_steps)]
+    return argv + ["--seed", str(c.seed), "--device", c.device]

@@ -1,0 +1,99 @@
+"""``specvideo text``: speculative text generation with a target LM and a drafter."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from specvideo.cli.common import UsageError, add_seed_and_device
+from specvideo.core.schedule import SCHEDULES
+from specvideo.text.config import MODEL_DRAFTERS, TEXT_DEFAULTS
+
+
+def add(commands) -> None:
+    d = TEXT_DEFAULTS
+    p = commands.add_parser("text", help="speculative text generation with a target LM and a drafter")
+    p.add_argument("prompt", help="the text to continue")
+    p.add_argument(
+        "--target", help="target model directory or cached Hub id (default: the shipped models/text pair)"
+    )
+    drafting = p.add_mutually_exclusive_group()
+    drafting.add_argument("--draft", help="draft model directory (same tokenizer as the target)")
+
+    drafting.add_argument(
+        "--ngram", action="store_true", help="draft by prompt lookup instead of a draft model"
+    )
+    p.add_argument(
+        "--drafter",
+        choices=MODEL_DRAFTERS,
+        help="how to run the draft model: transformers, lean, or hybrid (prompt lookup when the context "
+        "repeats, else lean); default: hybrid for the shipped pair",
+    )
+    p.add_argument(
+        "--draft-vocab",
+        type=int,
+        default=d.draft_vocab_size,
+        help="lean and hybrid drafters: propose only the N most frequent tokens (FR-Spec; needs "
+        "token_ranking.json beside the draft, else all tokens); 0 = all tokens",
+    )
+    p.add_argument("--num-draft-tokens", "-k", type=int, default=d.num_draft_tokens, help="draft length k")
+    p.add_argument("--schedule", default=d.schedule, choices=SCHEDULES)
+    p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
+    p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy")
+    p.add_argument("--top-k", type=int, default=d.top_k)
+    p.add_argument("--top-p", type=float, default=d.top_p)
+    add_seed_and_device(p, d.seed, None)
+    p.add_argument("--json", action="store_true", help="print the text and the statistics as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from specvideo.text import SpeculativeGenerator
+
+    kwargs = dict(
+        num_draft_tokens=args.num_draft_tokens,
+        schedule=args.schedule,
+        device=args.device,
+        draft_vocab_size=args.draft_vocab,
+    )
+    if args.ngram:
+        kwargs["drafter"] = "ngram"
+    elif args.drafter:
+        kwargs["drafter"] = args.drafter
+    elif args.target is not None:
+        kwargs["drafter"] = "model" if args.draft else "ngram"
+    draft = None if args.ngram else args.draft
+    gen = SpeculativeGenerator.from_pretrained(args.target, draft, **kwargs)
+    if gen.tokenizer is None:
+        raise UsageError(f"no tokenizer found in {args.target}: the CLI needs one to encode the prompt")
+    generator = torch.Generator().manual_seed(args.seed)
+    kwargs = dict(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        generator=generator,
+    )
+    if args.json:
+        out = gen.generate(args.prompt, **kwargs)
+        print(
+            json.dumps(
+                {
+                    "prompt": args.prompt,
+                    "text": out.text,
+                    "token_ids": out.token_ids,
+                    "stats": out.stats.to_dict(),
+                }
+            )
+        )
+        return 0
+    pieces = gen.stream(args.prompt, **kwargs)  # checks the prompt and settings before any output
+    sys.stdout.write(args.prompt)
+    for piece in pieces:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    return 0

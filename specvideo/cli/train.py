@@ -1,0 +1,110 @@
+"""``specvideo train``: the recipes that produced the shipped weights (specvideo/training/)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from specvideo.cli.common import Parser, add_seed_and_device
+
+
+def add(commands) -> None:
+    from specvideo.training.text import STAGES, TARGET_SIZES, TrainConfig
+
+    d = TrainConfig()
+    p = commands.add_parser("train", help="the recipes that produced the shipped weights")
+    kinds = p.add_subparsers(dest="kind", required=True, parser_class=Parser)
+    t = kinds.add_parser("text", help="tokenizer, target and distilled draft for code completion")
+    t.add_argument(
+        "--stage",
+        default="all",
+        choices=STAGES,
+    )
+    t.add_argument("--out", default=d.out, help="where the models are saved")
+    t.add_argument("--work", default=d.work, help="checkpoints, logs and token caches (resumable)")
+    t.add_argument(
+        "--target-size",
+        choices=tuple(TARGET_SIZES),
+        default=d.target_size,
+        help="default: the sizes-stage winner",
+    )
+    t.add_argument("--size-steps", type=int, default=d.size_steps)
+    t.add_argument("--target-minutes", type=float, default=d.target_minutes)
+    t.add_argument("--draft-minutes", type=float, default=d.draft_minutes)
+    add_seed_and_device(t, d.seed, d.device)
+    t.set_defaults(run=_run_train_text)
+    _add_train_video(kinds)
+
+
+def _add_train_video(kinds) -> None:
+    from specvideo.training.video import VideoTrainConfig
+    from specvideo.video.drafters import DRAFTERS
+
+    d = VideoTrainConfig()
+    for stage, steps, what in [
+        ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
+        ("hint", d.hint_steps, "the verifier widened for the flow hint, trained on from video-verifier"),
+        ("residual", d.residual_steps, "the hint verifier as a residual over the flow warp (zeroed output)"),
+        ("drafter", d.drafter_steps, "the learned frame predictor"),
+    ]:
+        v = kinds.add_parser(f"video-{stage}", help=what)
+        v.add_argument("--steps", type=int, default=steps)
+        v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
+        v.add_argument(
+            "--eval-every", type=int, default=d.eval_every, help="steps between evaluations (on the tuning split)"
+        )
+        v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
+        add_seed_and_device(v, d.seed, d.device)
+        v.set_defaults(run=_run_train_video, stage=stage)
+    e = kinds.add_parser("video-export", help="write models/video from the trained stages (fp16)")
+    e.add_argument("--work", default=d.work)
+    e.add_argument("--out", default=d.out)
+    e.add_argument("--drafter", default="flow", choices=DRAFTERS, help="the pipeline's default drafter")
+    e.set_defaults(run=_run_train_video, stage="export")
+
+
+def _run_train_video(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.training import video
+
+    cfg = replace(video.VideoTrainConfig(), work=args.work)
+    if args.stage == "export":
+        print(f"wrote {video.export(replace(cfg, out=args.out), drafter=args.drafter)}")
+        return 0
+    steps = {f"{args.stage}_steps": args.steps}
+    cfg = replace(
+        cfg,
+        max_minutes=args.max_minutes,
+        eval_every=args.eval_every,
+        device=args.device,
+        seed=args.seed,
+        **steps,
+    )
+    if args.stage == "drafter":
+        result = video.train_drafter(cfg)
+    else:
+        result = video.train_verifier(cfg, stage=args.stage)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _run_train_text(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.training.text import TrainConfig, run
+
+    cfg = replace(
+        TrainConfig(),
+        out=args.out,
+        work=args.work,
+        target_size=args.target_size,
+        size_steps=args.size_steps,
+        target_minutes=args.target_minutes,
+        draft_minutes=args.draft_minutes,
+        device=args.device,
+        seed=args.seed,
+    )
+    info = run(args.stage, cfg)
+    print(json.dumps({k: v for k, v in info.items() if k != "config"}, indent=2))
+    return 0

@@ -1,0 +1,106 @@
+"""``specvideo video``: continue a video (or a synthetic demo clip) with speculative frame generation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from specvideo.cli.common import UsageError, add_seed_and_device, check_output
+from specvideo.video.config import MODES, VIDEO_DEFAULTS
+from specvideo.video.drafters import DRAFTERS
+from specvideo.video.inputs import VIDEO_SCHEDULES
+from specvideo.video.metrics import METRICS
+
+
+def add(commands) -> None:
+    d = VIDEO_DEFAULTS
+
+    p = commands.add_parser("video", help="continue a video with speculative frame generation")
+    p.add_argument("input", nargs="?", help="video file whose last frames are the context")
+    p.add_argument("--out", help="output MP4 (H.264); written to a temp file, then renamed")
+    p.add_argument(
+        "--demo",
+        metavar="OUT",
+        help="no input file: continue a held-out synthetic moving-shapes clip (picked by --seed), write OUT",
+    )
+    p.add_argument("--num-frames", type=int, default=d.num_frames)
+    p.add_argument("--mode", default=d.mode, choices=MODES)
+    p.add_argument("--drafter", choices=DRAFTERS, help="default: the model directory's")
+    p.add_argument("--num-draft-frames", "-k", type=int, default=d.num_draft_frames)
+    p.add_argument(
+        "--threshold", type=float, default=d.threshold, help="acceptance threshold tau on the metric"
+    )
+    p.add_argument("--metric", default=d.metric, choices=METRICS)
+    p.add_argument("--strength", type=float, default=d.strength, help="refinement strength s in (0, 1]")
+    p.add_argument("--refine-steps", type=int, default=d.num_refine_steps)
+    p.add_argument("--steps", type=int, default=d.num_inference_steps, help="full-sampler steps N")
+    p.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
+    p.add_argument("--model", help="pipeline directory (default: the shipped models/video)")
+    add_seed_and_device(p, d.seed, None)
+    p.add_argument(
+        "--side-by-side", help="also write context | draft | final (accepted green, regenerated red)"
+    )
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from specvideo.video.data import HELDOUT_SEEDS, moving_shapes
+    from specvideo.video.io import VideoClip, read_video, write_video
+    from specvideo.video.pipeline import SpeculativeVideoPipeline
+    from specvideo.video.sidebyside import side_by_side
+
+    if (args.input is None) == (args.demo is None):
+        raise UsageError("give either an input video or --demo OUT")
+    if args.demo and args.out and args.out != args.demo:
+        raise UsageError("--demo OUT already names the output; drop --out")
+    args.out = args.out or args.demo
+    if args.out is None:
+        raise UsageError("--out is required with an input video")
+    for path in filter(None, [args.out, args.side_by_side]):
+        check_output(path)
+    pipe = SpeculativeVideoPipeline.from_pretrained(args.model, drafter=args.drafter, device=args.device)
+    P = pipe.verifier.num_context_frames
+    if args.demo:
+        context = moving_shapes(HELDOUT_SEEDS[args.seed], P, pipe.verifier.resolution[0])
+        clip = VideoClip(context, VIDEO_DEFAULTS.fps)
+    else:
+        # Only the last P frames are kept, downscaled on decode: memory stays bounded for any input.
+        clip = read_video(args.input, max_frames=P, from_end=True, max_side=VIDEO_DEFAULTS.max_input_side)
+        if clip.num_frames < P:
+            raise UsageError(
+                f"{args.input} has {clip.num_frames} frame(s); the model needs {P} context frames"
+            )
+    context = clip.frames[-P:]
+    out = pipe(
+        context,
+        num_frames=args.num_frames,
+        mode=args.mode,
+        num_draft_frames=args.num_draft_frames,
+        threshold=args.threshold,
+        metric=args.metric,
+        strength=args.strength,
+        num_refine_steps=args.refine_steps,
+        num_inference_steps=args.steps,
+        schedule=args.schedule,
+        generator=torch.Generator().manual_seed(args.seed),
+        progress=not args.json,
+    )
+    write_video(out.frames, args.out, fps=clip.fps)
+    if args.side_by_side:
+        write_video(
+            side_by_side(context[-1], out),
+            args.side_by_side,
+            fps=clip.fps,
+        )
+    stats = out.stats
+    if args.json:
+        print(json.dumps({"out": args.out, "side_by_side": args.side_by_side, "stats": stats.to_dict()}))
+    else:
+        print(
+            f"wrote {args.out}: {len(out.frames)} frames, {stats.accepted}/{stats.drafted} drafts accepted, "
+            f"{stats.unet_evals} UNet evaluations (target-only: {stats.target_only_calls})"
+        )
+    return 0
