@@ -1,4 +1,4 @@
-"""Side-by-side benchmarks (DESIGN section 7): every method on the same inputs, in one process."""
+"""Side-by-side benchmarks (docs/ARCHITECTURE.md §4): every method on the same inputs, in one process."""
 
 from specvideo.bench.text import (
     BENCH_TEXT_DEFAULTS,

@@ -1,6 +1,6 @@
 """Text benchmark: our speculative loop against transformers' own generation, side by side.
 
-Every method runs in one process on the same prompts and the same machine (DESIGN section 7):
+Every method runs in one process on the same prompts and the same machine (docs/ARCHITECTURE.md §4):
 
     hf-target     ``target.generate()`` alone (the reference for speedups and greedy exact match)
     ours-target   our loop with ``drafter="none"`` (plain target-only decoding through the same loop)

@@ -73,7 +73,7 @@ class Step:
 
 @dataclass
 class SpecStats:
-    """Counters every run returns (DESIGN section 4).
+    """Counters every run returns (docs/ARCHITECTURE.md §2).
 
     ``target_calls`` counts target forward passes for text and UNet evaluations for video (a
     batched call of B frames counts B). Times are wall-clock seconds.

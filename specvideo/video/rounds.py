@@ -1,6 +1,6 @@
 """Adapters that put frame drafters and the diffusion verifier on the shared core loop.
 
-A speculative video round (DESIGN section 5), for B videos at once: the drafter proposes
+A speculative video round (docs/ARCHITECTURE.md §4), for B videos at once: the drafter proposes
 d_1..d_k for every row from its accepted frames; the verifier refines all drafts of all rows in one
 batch, each conditioned on its row's accepted frames plus the drafts before it;
 ``threshold_accept`` keeps each row's longest prefix with similarity >= tau; ``correct``

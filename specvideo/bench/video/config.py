@@ -1,6 +1,6 @@
 """What one ``specvideo bench video`` run does: its settings and the methods they expand to.
 
-Methods, all on the same clips with the same generator seed per clip (DESIGN section 7):
+Methods, all on the same clips with the same generator seed per clip (docs/ARCHITECTURE.md §4):
 
     target-N<n>            every frame by the full sampler with n steps (mode="target"), for each n in
                            ``target_steps``; the *reference target* is the cheapest n whose SSIM to

@@ -13,7 +13,7 @@ from specvideo.bench.video.scoring import VideoMethodResult
 from specvideo.bench.video.workloads import SPLIT_SEEDS
 from specvideo.video.metrics import PSNR_CAP_DB
 
-# The targets (DESIGN section 5)
+# The targets the video side is held to (docs/ARCHITECTURE.md §4)
 TARGET_MARGIN = 0.02  # the reference target beats every draft-only method by this much SSIM
 KEEP_QUALITY = 0.98  # the default keeps this share of the reference target's SSIM
 WALL_SPEEDUP, PASS_SPEEDUP = 1.5, 3.0

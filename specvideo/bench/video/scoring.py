@@ -3,7 +3,7 @@
 Quality is PSNR and SSIM against the ground truth and against every target-only output of the same
 clip (the reference target is chosen after the run). Costs: seconds, UNet evaluations (CPU compute)
 and sequential UNet passes (a batched call counts once: the latency proxy for hardware that runs a
-batch in the time of one frame). The verifier's discrimination (DESIGN section 5) over every scored
+batch in the time of one frame). The verifier's discrimination (docs/ARCHITECTURE.md §4) over every scored
 draft: Spearman of its score with its true SSIM to the ground-truth frame, and ROC-AUC of
 "score < tau" as a detector of drafts whose SSIM to the truth is below the reference target's frame.
 """

@@ -1,0 +1,37 @@
+"""scripts/device_check.sh in --dry-run: its whole plumbing on the CPU (the gpu tests skip here)."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_device_check_dry_run_writes_its_summary(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path / "unused")}
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "device_check.sh"), str(tmp_path / "out"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["dry_run"] is True and summary["return_codes"] == {
+        "tests": 0,
+        "bench_video": 0,
+        "bench_text": 0,
+    }
+    assert summary["tests"]["tests"] >= 4 and summary["tests"]["failures"] == 0
+    assert {r["method"] for r in summary["bench_video"]["rows"]} >= {"target-N1", "draft-flow"}
+    assert all("unet_passes_per_frame" in r for r in summary["bench_video"]["rows"])
+    assert summary["bench_text"]["rows"]
+
+
+def test_device_check_refuses_unknown_options(tmp_path):
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "device_check.sh"), "--fast"], capture_output=True, text=True
+    )
+    assert run.returncode == 2 and "unknown option --fast" in run.stderr
