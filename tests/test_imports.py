@@ -1,0 +1,57 @@
+"""The imports people expect, and loading without library warnings (accelerate is a dependency)."""
+
+import subprocess
+import sys
+
+import pytest
+
+from specvideo.cli import build_parser
+
+
+def test_video_and_top_level_exports():
+    import specvideo
+    from specvideo.video import (
+        DiffusionVerifier,
+        FlowDrafter,
+        LearnedDrafter,
+        SpeculativeVideoPipeline,
+        VideoPipelineOutput,
+    )
+    from specvideo.video.pipeline import SpeculativeVideoPipeline as Same
+
+    assert SpeculativeVideoPipeline is Same and DiffusionVerifier and VideoPipelineOutput
+    assert FlowDrafter and LearnedDrafter
+    assert specvideo.SpeculativeVideoPipeline is SpeculativeVideoPipeline
+    from specvideo.text import SpeculativeGenerator
+
+    assert specvideo.SpeculativeGenerator is SpeculativeGenerator and callable(specvideo.speculate)
+    assert {"SpeculativeVideoPipeline", "SpeculativeGenerator"} <= set(dir(specvideo))
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        specvideo.Nope  # noqa: B018
+
+
+def test_loading_prints_no_accelerate_warning():
+    code = (
+        "from specvideo.video import SpeculativeVideoPipeline\n"
+        "from specvideo.text import SpeculativeGenerator\n"
+        "SpeculativeVideoPipeline.from_pretrained()\n"
+        "SpeculativeGenerator.from_pretrained()\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "accelerate" not in run.stderr + run.stdout
+
+
+@pytest.mark.parametrize(
+    "argv,bad",
+    [
+        (["video", "--demo", "x.mp4", "--schedule", "confidence"], "confidence"),  # VIDEO_SCHEDULES
+        (["video", "--demo", "x.mp4", "--drafter", "magic"], "magic"),  # DRAFTERS
+        (["video", "--demo", "x.mp4", "--metric", "lpips"], "lpips"),  # METRICS
+        (["text", "x", "--schedule", "fast"], "fast"),  # SCHEDULES
+    ],
+)
+def test_cli_choices_come_from_the_config_tuples(argv, bad, capsys):
+    with pytest.raises(SystemExit) as exit:
+        build_parser().parse_args(argv)
+    assert exit.value.code == 2 and f"invalid choice: '{bad}'" in capsys.readouterr().err
