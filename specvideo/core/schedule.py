@@ -94,6 +94,43 @@ class ConfidenceSchedule:
         pass
 
 
+class RowSchedules:
+    """One schedule per batch row, so that a row's draft lengths depend on its own acceptance only
+    (a row of a batch then runs exactly as it would alone). ``draft_length()`` is the longest k of
+    the active rows; ``row_k(b)`` is row b's own, which its drafter caps its proposal to."""
+
+    def __init__(self, schedules: list):
+        if not schedules:
+            raise ValueError("RowSchedules needs at least one row")
+        self.schedules = schedules
+        self.uses_confidence = any(s.uses_confidence for s in schedules)
+        self._active = torch.ones(len(schedules), dtype=torch.bool)
+
+    def row_k(self, b: int) -> int:
+        return self.schedules[b].draft_length()
+
+    def draft_length(self) -> int:
+        return (
+            max(s.draft_length() for s, a in zip(self.schedules, self._active.tolist()) if a)
+            if self._active.any()
+            else 0
+        )
+
+    def keep_drafting(self, confidence: torch.Tensor) -> bool:
+        return any(s.keep_drafting(confidence) for s in self.schedules)
+
+    def update(self, draft: Draft, verdict: Verdict, active: torch.Tensor) -> None:
+        for b, schedule in enumerate(self.schedules):
+            if not bool(active[b]):
+                continue
+            n = int(draft.lengths[b])
+            row_draft = Draft(items=draft.items[b : b + 1, :n], lengths=draft.lengths[b : b + 1])
+            schedule.update(
+                row_draft, Verdict(num_accepted=verdict.num_accepted[b : b + 1]), active[b : b + 1]
+            )
+        self._active = active.clone()
+
+
 def make_schedule(name: str, k: int, **kwargs) -> ConstantSchedule | HeuristicSchedule | ConfidenceSchedule:
     """Build a schedule by name: "constant", "heuristic" or "confidence"."""
     classes = {"constant": ConstantSchedule, "heuristic": HeuristicSchedule, "confidence": ConfidenceSchedule}

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from specvideo.core.acceptance import threshold_accept
 from specvideo.core.loop import speculate
-from specvideo.core.schedule import make_schedule
+from specvideo.core.schedule import RowSchedules, make_schedule
 from specvideo.errors import first_line
 from specvideo.paths import shipped
 from specvideo.video.config import VIDEO_DEFAULTS
@@ -133,7 +133,7 @@ class SpeculativeVideoPipeline:
         (alpha dropped) uint8 frames become RGB; only the last P frames are used. In a batch every
         row accepts its own number of drafts per round and the UNet calls are batched across rows;
         ``generator`` may be one generator or a list of one per row (row b then equals its context
-        generated alone with generator b, with the constant schedule: the heuristic one shares k).
+        generated alone with generator b: every row has its own draft-length schedule).
         mode: "speculative" (draft, verify, accept, correct), "target" (every frame by the full
         sampler) or "draft" (the drafter alone).
         callback_on_step_end(pipe, step, timestep, callback_kwargs) is called after every round (the
@@ -178,7 +178,8 @@ class SpeculativeVideoPipeline:
         drafter = VideoDrafter(None if mode == "target" else self.drafter, rows)
         tau = -math.inf if mode == "draft" else threshold
         k = num_frames if mode == "draft" else num_draft_frames
-        rule = make_schedule("constant" if mode == "draft" else schedule, k)
+        rule = RowSchedules([make_schedule("constant" if mode == "draft" else schedule, k) for _ in prepared])
+        rows.row_k = rule.row_k  # each row drafts up to its own k: rows do not depend on each other
         bar = tqdm(total=num_frames * len(rows), desc=f"specvideo {mode}", disable=not progress, leave=False)
         for step in speculate(
             drafter, verifier, lambda d, s: threshold_accept(s, tau, d.lengths), rule, stats

@@ -109,6 +109,7 @@ class VideoRows:
     def __init__(self, histories: list[FrameHistory], noises: list[FrameNoise], num_frames: int):
         self.histories, self.noises, self.num_frames = histories, noises, num_frames
         self.stats = [VideoSpecStats() for _ in histories]
+        self.row_k = lambda b: 10**9  # each row's own draft length (set from its schedule)
 
     def __len__(self) -> int:
         return len(self.histories)
@@ -124,7 +125,9 @@ class VideoRows:
         return [b for b in range(len(self)) if self.remaining(b) > 0]
 
     def lengths(self, k: int) -> torch.Tensor:
-        return torch.tensor([min(k, max(self.remaining(b), 0)) for b in range(len(self))])  # (B,)
+        return torch.tensor(
+            [min(k, self.row_k(b), max(self.remaining(b), 0)) for b in range(len(self))]
+        )  # (B,)
 
 
 class VideoDrafter:

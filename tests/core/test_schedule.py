@@ -55,3 +55,20 @@ def test_bad_draft_length(k):
 def test_unknown_schedule_name():
     with pytest.raises(ValueError, match="unknown schedule 'fast'"):
         make_schedule("fast", 3)
+
+
+def test_row_schedules_keep_each_rows_own_k():
+    from specvideo.core.schedule import RowSchedules, make_schedule
+    from specvideo.core.types import Draft, Verdict
+
+    rows = RowSchedules([make_schedule("heuristic", 3) for _ in range(2)])
+    draft = Draft(items=torch.zeros(2, 3), lengths=torch.tensor([3, 3]))
+    rows.update(draft, Verdict(num_accepted=torch.tensor([3, 0])), torch.tensor([True, True]))
+    assert (rows.row_k(0), rows.row_k(1)) == (5, 2) and rows.draft_length() == 5
+    # a row capped below its k that accepts everything it proposed still counts as all accepted
+    draft = Draft(items=torch.zeros(2, 5), lengths=torch.tensor([5, 2]))
+    rows.update(draft, Verdict(num_accepted=torch.tensor([1, 2])), torch.tensor([True, True]))
+    assert (rows.row_k(0), rows.row_k(1)) == (4, 4)
+    draft = Draft(items=torch.zeros(2, 4), lengths=torch.tensor([4, 0]))
+    rows.update(draft, Verdict(num_accepted=torch.tensor([4, 0])), torch.tensor([True, False]))
+    assert (rows.row_k(0), rows.row_k(1)) == (6, 4) and rows.draft_length() == 6  # row 1 finished

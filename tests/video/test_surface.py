@@ -63,15 +63,16 @@ def test_stochastic_schedulers_are_reproducible_and_inf_threshold_is_target_mode
     assert torch.equal(rejected.frames, target.frames)
 
 
-def test_a_batch_of_videos_equals_each_video_alone():
+@pytest.mark.parametrize("schedule", ["constant", "heuristic"])
+def test_a_batch_of_videos_equals_each_video_alone(schedule):
     pipe = pipe_with(drafter=FlowDrafter())
     contexts = [context_uint8(seed=s) for s in range(3)]
-    settings = dict(num_frames=5, num_draft_frames=2, schedule="constant", threshold=0.1, strength=0.6)
+    settings = dict(num_frames=7, num_draft_frames=2, schedule=schedule, threshold=0.1, strength=0.6)
     generators = [torch.Generator().manual_seed(10 + b) for b in range(3)]
     batch = pipe(
         contexts, generator=generators, num_inference_steps=2, output_type="pt", progress=False, **settings
     )
-    assert batch.frames.shape == (3, 5, 3, SIZE, SIZE) and len(batch.row_stats) == 3
+    assert batch.frames.shape == (3, 7, 3, SIZE, SIZE) and len(batch.row_stats) == 3
     alone_passes = 0
     for b, context in enumerate(contexts):
         g = torch.Generator().manual_seed(10 + b)
@@ -88,14 +89,14 @@ def test_a_batch_of_videos_equals_each_video_alone():
         )
         alone_passes += alone.stats.unet_passes
     totals = batch.stats
-    assert totals.emitted == 15 and totals.drafted == sum(r.drafted for r in batch.row_stats)
+    assert totals.emitted == 21 and totals.drafted == sum(r.drafted for r in batch.row_stats)
     assert totals.unet_evals == sum(r.unet_evals for r in batch.row_stats)
     assert totals.unet_passes < alone_passes  # the rows' UNet calls were batched
     assert {d.row for d in totals.scored_drafts} == {0, 1, 2}
     np_out = pipe(contexts[:2], num_inference_steps=2, progress=False, **settings)
-    assert np_out.frames.shape == (2, 5, SIZE, SIZE, 3) and np_out.frames.dtype == np.uint8
+    assert np_out.frames.shape == (2, 7, SIZE, SIZE, 3) and np_out.frames.dtype == np.uint8
     pil = pipe(np.stack(contexts[:2]), num_inference_steps=2, progress=False, output_type="pil", **settings)
-    assert len(pil.frames) == 2 and len(pil.frames[0]) == 5
+    assert len(pil.frames) == 2 and len(pil.frames[0]) == 7
 
 
 def test_batch_rows_accept_their_own_number_of_drafts():
