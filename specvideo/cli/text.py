@@ -12,9 +12,16 @@ from specvideo.text.config import MODEL_DRAFTERS, TEXT_DEFAULTS
 
 
 def add(commands) -> None:
-    d = TEXT_DEFAULTS
     p = commands.add_parser("text", help="speculative text generation with a target LM and a drafter")
     p.add_argument("prompt", help="the text to continue")
+    add_settings(p)
+    p.add_argument("--json", action="store_true", help="print the text and the statistics as JSON")
+    p.set_defaults(run=run)
+
+
+def add_settings(p) -> None:
+    """The model and generation settings ``specvideo text`` and ``specvideo batch text`` share."""
+    d = TEXT_DEFAULTS
     p.add_argument(
         "--target", help="target model directory or cached Hub id (default: the shipped models/text pair)"
     )
@@ -44,19 +51,13 @@ def add(commands) -> None:
     p.add_argument("--top-k", type=int, default=d.top_k)
     p.add_argument("--top-p", type=float, default=d.top_p)
     add_seed_and_device(p, d.seed, None)
-    p.add_argument("--json", action="store_true", help="print the text and the statistics as JSON")
-    p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    import torch
-
-    from specvideo.text import SpeculativeGenerator
-
+def generator_kwargs(args) -> dict:
+    """SpeculativeGenerator.from_pretrained keyword arguments from the shared flags."""
     kwargs = dict(
         num_draft_tokens=args.num_draft_tokens,
         schedule=args.schedule,
-        device=args.device,
         draft_vocab_size=args.draft_vocab,
     )
     if args.ngram:
@@ -65,8 +66,18 @@ def run(args: argparse.Namespace) -> int:
         kwargs["drafter"] = args.drafter
     elif args.target is not None:
         kwargs["drafter"] = "model" if args.draft else "ngram"
+    return kwargs
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from specvideo.text import SpeculativeGenerator
+
     draft = None if args.ngram else args.draft
-    gen = SpeculativeGenerator.from_pretrained(args.target, draft, **kwargs)
+    gen = SpeculativeGenerator.from_pretrained(
+        args.target, draft, device=args.device, **generator_kwargs(args)
+    )
     if gen.tokenizer is None:
         raise UsageError(f"no tokenizer found in {args.target}: the CLI needs one to encode the prompt")
     generator = torch.Generator().manual_seed(args.seed)

@@ -51,7 +51,10 @@ def _add_train_video(kinds) -> None:
         v.add_argument("--steps", type=int, default=steps)
         v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
         v.add_argument(
-            "--eval-every", type=int, default=d.eval_every, help="steps between evaluations (on the tuning split)"
+            "--eval-every",
+            type=int,
+            default=d.eval_every,
+            help="steps between evaluations (on the tuning split)",
         )
         v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
         add_seed_and_device(v, d.seed, d.device)

@@ -13,8 +13,6 @@ from specvideo.video.metrics import METRICS
 
 
 def add(commands) -> None:
-    d = VIDEO_DEFAULTS
-
     p = commands.add_parser("video", help="continue a video with speculative frame generation")
     p.add_argument("input", nargs="?", help="video file whose last frames are the context")
     p.add_argument("--out", help="output MP4 (H.264); written to a temp file, then renamed")
@@ -23,6 +21,17 @@ def add(commands) -> None:
         metavar="OUT",
         help="no input file: continue a held-out synthetic moving-shapes clip (picked by --seed), write OUT",
     )
+    add_settings(p)
+    p.add_argument(
+        "--side-by-side", help="also write context | draft | final (accepted green, regenerated red)"
+    )
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.set_defaults(run=run)
+
+
+def add_settings(p) -> None:
+    """The generation settings ``specvideo video`` and ``specvideo batch video`` share."""
+    d = VIDEO_DEFAULTS
     p.add_argument("--num-frames", type=int, default=d.num_frames)
     p.add_argument("--mode", default=d.mode, choices=MODES)
     p.add_argument("--drafter", choices=DRAFTERS, help="default: the model directory's")
@@ -37,11 +46,21 @@ def add(commands) -> None:
     p.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
     p.add_argument("--model", help="pipeline directory (default: the shipped models/video)")
     add_seed_and_device(p, d.seed, None)
-    p.add_argument(
-        "--side-by-side", help="also write context | draft | final (accepted green, regenerated red)"
+
+
+def settings(args) -> dict:
+    """The pipeline keyword arguments the shared flags name."""
+    return dict(
+        num_frames=args.num_frames,
+        mode=args.mode,
+        num_draft_frames=args.num_draft_frames,
+        threshold=args.threshold,
+        metric=args.metric,
+        strength=args.strength,
+        num_refine_steps=args.refine_steps,
+        num_inference_steps=args.steps,
+        schedule=args.schedule,
     )
-    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,15 +95,7 @@ def run(args: argparse.Namespace) -> int:
     context = clip.frames[-P:]
     out = pipe(
         context,
-        num_frames=args.num_frames,
-        mode=args.mode,
-        num_draft_frames=args.num_draft_frames,
-        threshold=args.threshold,
-        metric=args.metric,
-        strength=args.strength,
-        num_refine_steps=args.refine_steps,
-        num_inference_steps=args.steps,
-        schedule=args.schedule,
+        **settings(args),
         generator=torch.Generator().manual_seed(args.seed),
         progress=not args.json,
     )

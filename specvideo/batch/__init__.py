@@ -1,0 +1,226 @@
+"""Batch jobs: many videos or many prompts, in this process or fanned out over a Ray cluster.
+
+``run_video(inputs, out_dir, ray=None, **settings)`` continues every video of ``inputs`` (files,
+folders or globs) into ``out_dir`` with a manifest.jsonl; ``run_text(prompts_jsonl, out_jsonl,
+ray=None, **settings)`` answers every line of a prompts file into a results file that is its
+manifest. Both return the manifest rows in input order, skip items done before with the same
+settings (``force=True`` redoes them), and fail a bad item alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+from specvideo.batch.items import TextItem, VideoItem, settings_hash, text_items, video_items
+from specvideo.batch.manifest import Manifest
+from specvideo.batch.runner import BatchContext, BatchSummary, Job, run_job
+from specvideo.batch.workers import TextWorker, VideoWorker
+
+VIDEO_SETTINGS = (
+    "num_frames",
+    "mode",
+    "num_draft_frames",
+    "threshold",
+    "metric",
+    "strength",
+    "num_refine_steps",
+    "num_inference_steps",
+    "schedule",
+    "seed",
+)
+TEXT_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed")
+TEXT_GENERATOR = ("drafter", "num_draft_tokens", "schedule", "draft_vocab_size")
+
+
+def video_settings(**given) -> dict[str, Any]:
+    """VIDEO_DEFAULTS with ``given`` over them, checked as the pipeline would check them."""
+    from specvideo.video.config import VIDEO_DEFAULTS
+    from specvideo.video.inputs import CallSettings, check_call
+
+    unknown = sorted(set(given) - set(VIDEO_SETTINGS) - {"fps", "side_by_side"})
+    if unknown:
+        raise ValueError(
+            f"unknown video setting(s) {unknown}; choose from {VIDEO_SETTINGS + ('fps', 'side_by_side')}"
+        )
+    defaults = {
+        f.name: getattr(VIDEO_DEFAULTS, f.name) for f in fields(VIDEO_DEFAULTS) if f.name in VIDEO_SETTINGS
+    }
+    settings = {**defaults, "fps": None, "side_by_side": False, **given}
+    check_call(CallSettings(**{f.name: settings.get(f.name, "np") for f in fields(CallSettings)}))
+    return settings
+
+
+def run_video(
+    inputs: list[str] | str,
+    out_dir: str,
+    ray: str | None = None,
+    *,
+    model: str | None = None,
+    drafter: str | None = None,
+    device: str | None = None,
+    batch_size: int = 4,
+    num_actors: int | None = None,
+    cpus_per_actor: int = 1,
+    force: bool = False,
+    progress: bool = True,
+    on_item=None,
+    **settings,
+) -> list[dict[str, Any]]:
+    """Continue every video in ``inputs`` (MP4s in ``out_dir``, manifest ``out_dir/manifest.jsonl``)."""
+    rows, _ = video_job(
+        inputs,
+        out_dir,
+        ray,
+        model=model,
+        drafter=drafter,
+        device=device,
+        batch_size=batch_size,
+        num_actors=num_actors,
+        cpus_per_actor=cpus_per_actor,
+        force=force,
+        progress=progress,
+        on_item=on_item,
+        **settings,
+    )
+    return rows
+
+
+def video_job(
+    inputs,
+    out_dir,
+    ray=None,
+    *,
+    model=None,
+    drafter=None,
+    device=None,
+    batch_size=4,
+    num_actors=None,
+    cpus_per_actor=1,
+    force=False,
+    progress=True,
+    on_item=None,
+    **settings,
+):
+    """run_video, also returning the BatchSummary."""
+    _check_batch(batch_size, cpus_per_actor, num_actors)
+    settings = video_settings(**settings)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    items = video_items([inputs] if isinstance(inputs, str) else list(inputs), str(out))
+    if not items:
+        raise ValueError(f"no video files found in {inputs}")
+    identity = {"model": str(model), "drafter": drafter, **settings}
+    job = Job(
+        worker_cls=VideoWorker,
+        worker_args=(model, drafter, device, None),
+        items=items,
+        settings=settings,
+        item_hash=lambda item: settings_hash(identity),
+        output_of=lambda item: item.output,
+        manifest=Manifest(out / "manifest.jsonl"),
+        chunk_size=batch_size,
+        desc="batch video",
+    )
+    return run_job(job, ray, num_actors, cpus_per_actor, force, progress, on_item)
+
+
+def run_text(
+    prompts: str,
+    out: str,
+    ray: str | None = None,
+    *,
+    target: str | None = None,
+    draft: str | None = None,
+    device: str | None = None,
+    batch_size: int = 8,
+    num_actors: int | None = None,
+    cpus_per_actor: int = 1,
+    force: bool = False,
+    progress: bool = True,
+    on_item=None,
+    **settings,
+) -> list[dict[str, Any]]:
+    """Answer every line of the JSONL ``prompts`` into the JSONL ``out`` (one manifest row a line)."""
+    rows, _ = text_job(
+        prompts,
+        out,
+        ray,
+        target=target,
+        draft=draft,
+        device=device,
+        batch_size=batch_size,
+        num_actors=num_actors,
+        cpus_per_actor=cpus_per_actor,
+        force=force,
+        progress=progress,
+        on_item=on_item,
+        **settings,
+    )
+    return rows
+
+
+def text_job(
+    prompts,
+    out,
+    ray=None,
+    *,
+    target=None,
+    draft=None,
+    device=None,
+    batch_size=8,
+    num_actors=None,
+    cpus_per_actor=1,
+    force=False,
+    progress=True,
+    on_item=None,
+    **settings,
+):
+    """run_text, also returning the BatchSummary."""
+    from specvideo.text.config import TEXT_DEFAULTS
+
+    _check_batch(batch_size, cpus_per_actor, num_actors)
+    unknown = sorted(set(settings) - set(TEXT_SETTINGS) - set(TEXT_GENERATOR))
+    if unknown:
+        raise ValueError(f"unknown text setting(s) {unknown}; choose from {TEXT_SETTINGS + TEXT_GENERATOR}")
+    defaults = asdict(TEXT_DEFAULTS)
+    call = {k: settings.get(k, defaults[k]) for k in TEXT_SETTINGS}
+    generator_kwargs = {k: settings[k] for k in TEXT_GENERATOR if k in settings and settings[k] is not None}
+    items = text_items(prompts)
+    identity = {"target": str(target), "draft": str(draft), **generator_kwargs, **call}
+    job = Job(
+        worker_cls=TextWorker,
+        worker_args=(target, draft, generator_kwargs, device, None),
+        items=items,
+        settings=call,
+        item_hash=lambda item: settings_hash({**identity, **item.settings, "line": item.id}),
+        output_of=lambda item: None,
+        manifest=Manifest(out),
+        chunk_size=batch_size,
+        desc="batch text",
+    )
+    return run_job(job, ray, num_actors, cpus_per_actor, force, progress, on_item)
+
+
+def _check_batch(batch_size, cpus_per_actor, num_actors) -> None:
+    for name, value, low in (("batch_size", batch_size, 1), ("cpus_per_actor", cpus_per_actor, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if num_actors is not None and (not isinstance(num_actors, int) or num_actors < 1):
+        raise ValueError(f"num_actors must be an integer >= 1, got {num_actors!r}")
+
+
+__all__ = [
+    "BatchContext",
+    "BatchSummary",
+    "Manifest",
+    "TextItem",
+    "TextWorker",
+    "VideoItem",
+    "VideoWorker",
+    "run_text",
+    "run_video",
+    "text_job",
+    "video_job",
+]

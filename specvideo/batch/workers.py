@@ -1,0 +1,192 @@
+"""The workers: each loads its models once and turns a chunk of items into manifest rows. The same
+class runs in this process (local mode) and as a Ray actor (one per GPU, or per few CPUs).
+
+A chunk goes through the pipeline's batch support in one call; if that call fails (a prompt too
+long, an unreadable video), its items are redone one by one so that only the bad item fails.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from specvideo.batch.items import TextItem, VideoItem
+from specvideo.errors import first_line
+
+
+def _error(item_id: str, reason: Exception | str, **extra) -> dict[str, Any]:
+    reason = first_line(reason) if isinstance(reason, Exception) else reason
+    return {"id": item_id, "status": "error", "reason": reason, **extra}
+
+
+class VideoWorker:
+    """Continues videos with one SpeculativeVideoPipeline; ``settings`` are pipe() keyword arguments
+    plus "seed" (every item's generator seed), "fps" and "side_by_side"."""
+
+    def __init__(
+        self, model: str | None, drafter: str | None, device: str | None, threads: int | None = None
+    ):
+        import torch
+
+        from specvideo.video.pipeline import SpeculativeVideoPipeline
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.pipe = SpeculativeVideoPipeline.from_pretrained(model, drafter=drafter, device=device)
+
+    def process(self, items: list[VideoItem], settings: dict[str, Any]) -> list[dict[str, Any]]:
+        loaded, rows = [], {}
+        for item in items:
+            try:
+                loaded.append((item, self._context(item)))
+            except Exception as err:  # noqa: BLE001 - one bad input fails its own item only
+                rows[item.id] = _error(item.id, err, input=item.path)
+        if loaded:
+            try:
+                rows.update(self._generate(loaded, settings))
+            except Exception:  # noqa: BLE001 - isolate the item that broke the batch
+                for item, context in loaded:
+                    try:
+                        rows.update(self._generate([(item, context)], settings))
+                    except Exception as err:  # noqa: BLE001
+                        rows[item.id] = _error(item.id, err, input=item.path)
+        return [rows[item.id] for item in items]
+
+    def _context(self, item: VideoItem):
+        from specvideo.video.config import VIDEO_DEFAULTS
+        from specvideo.video.io import read_video
+
+        P = self.pipe.verifier.num_context_frames
+        clip = read_video(item.path, max_frames=P, from_end=True, max_side=VIDEO_DEFAULTS.max_input_side)
+        if clip.num_frames < P:
+            raise ValueError(
+                f"{item.path} has {clip.num_frames} frame(s); the model needs {P} context frames"
+            )
+        return clip
+
+    def _generate(self, loaded, settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        import torch
+
+        from specvideo.video.io import write_video
+        from specvideo.video.sidebyside import side_by_side_frames
+
+        start = time.perf_counter()
+        options = {k: v for k, v in settings.items() if k not in ("seed", "fps", "side_by_side")}
+        generators = [torch.Generator().manual_seed(settings["seed"]) for _ in loaded]
+        out = self.pipe([clip.frames for _, clip in loaded], generator=generators, progress=False, **options)
+        seconds = (time.perf_counter() - start) / len(loaded)  # the batch's time, shared out
+        rows = {}
+        for b, (item, clip) in enumerate(loaded):
+            fps = settings.get("fps") or clip.fps
+            write_video(out.frames[b], item.output, fps=fps)
+            row = {"id": item.id, "input": item.path, "output": item.output, "status": "ok"}
+            if settings.get("side_by_side"):
+                sbs = str(Path(item.output).with_suffix("")) + ".sbs.mp4"
+                stats = out.row_stats[b]
+                write_video(
+                    side_by_side_frames(clip.frames[-1], out.frames[b], out.drafts[b], stats.frame_accepted),
+                    sbs,
+                    fps=fps,
+                )
+                row["side_by_side"] = sbs
+            rows[item.id] = {**row, "stats": _video_stats(out.row_stats[b]), "wall_s": seconds}
+        return rows
+
+
+def _video_stats(stats) -> dict[str, Any]:
+    keep = ("drafted", "accepted", "emitted", "target_calls", "target_only_calls", "unet_passes", "rounds")
+    return {"acceptance_rate": stats.acceptance_rate, **{k: getattr(stats, k) for k in keep}}
+
+
+class TextWorker:
+    """Generates replies with one SpeculativeGenerator. Greedy items of one setting share a batch;
+    sampled items run one by one, each with its own seed, so every output is the same however the
+    items are split among workers."""
+
+    def __init__(
+        self,
+        target: str | None,
+        draft: str | None,
+        generator_kwargs: dict,
+        device: str | None,
+        threads: int | None = None,
+    ):
+        import torch
+
+        from specvideo.text import SpeculativeGenerator
+
+        if threads:
+            torch.set_num_threads(threads)
+        self.gen = SpeculativeGenerator.from_pretrained(target, draft, device=device, **generator_kwargs)
+
+    def process(self, items: list[TextItem], settings: dict[str, Any]) -> list[dict[str, Any]]:
+        rows: dict[str, dict[str, Any]] = {}
+        groups: dict[str, list[tuple[TextItem, dict]]] = {}
+        for item in items:
+            if item.error:
+                rows[item.id] = _error(item.id, item.error, line=item.line)
+                continue
+            merged = {**settings, **item.settings}
+            key = repr(sorted(merged.items())) if not merged.get("temperature") else item.id
+            groups.setdefault(key, []).append((item, merged))
+        for group in groups.values():
+            rows.update(self._group(group))
+        return [rows[item.id] for item in items]
+
+    def _group(self, group: list[tuple[TextItem, dict]]) -> dict[str, dict[str, Any]]:
+        try:
+            return self._generate(group)
+        except Exception:  # noqa: BLE001 - isolate the item that broke the batch
+            rows = {}
+            for one in group:
+                try:
+                    rows.update(self._generate([one]))
+                except Exception as err:  # noqa: BLE001
+                    rows[one[0].id] = _error(one[0].id, err, line=one[0].line, input=one[0].prompt)
+            return rows
+
+    def _generate(self, group: list[tuple[TextItem, dict]]) -> dict[str, dict[str, Any]]:
+        import torch
+
+        settings = dict(group[0][1])
+        seed = settings.pop("seed", 0)
+        prompts = [self._prompt(item) for item, _ in group]
+        start = time.perf_counter()
+        out = self.gen.generate(prompts, generator=torch.Generator().manual_seed(seed), **settings)
+        seconds = (time.perf_counter() - start) / len(group)
+        stats = asdict_stats(out.stats, len(group))
+        return {
+            item.id: {
+                "id": item.id,
+                "line": item.line,
+                "input": item.prompt,
+                "status": "ok",
+                "text": out.text[b] if isinstance(out.text, list) else out.text,
+                "new_tokens": len(out.token_ids[b]),
+                "stats": stats,
+                "wall_s": seconds,
+            }
+            for b, (item, _) in enumerate(group)
+        }
+
+    def _prompt(self, item: TextItem) -> str:
+        if isinstance(item.prompt, str):
+            return item.prompt
+        tokenizer = self.gen.tokenizer
+        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+            raise ValueError("chat messages need a target whose tokenizer has a chat template")
+        return tokenizer.apply_chat_template(item.prompt, add_generation_prompt=True, tokenize=False)
+
+
+def asdict_stats(stats, rows: int) -> dict[str, Any]:
+    """The batch call's counters (shared by its rows), as JSON."""
+    keep = ("drafted", "accepted", "emitted", "target_calls", "draft_calls", "rounds")
+    return {
+        "acceptance_rate": stats.acceptance_rate,
+        "batch_rows": rows,
+        **{k: getattr(stats, k) for k in keep},
+    }
+
+
+__all__ = ["TextWorker", "VideoWorker"]
