@@ -14,13 +14,13 @@ def side_by_side(last_context: np.ndarray, out, border: int = 2) -> np.ndarray:
 
 
 def side_by_side_frames(
-    last_context: np.ndarray, frames: np.ndarray, drafts: list, accepted: list[bool], border: int = 2
+    last_context: np.ndarray, frames: np.ndarray, drafts: list, kept: list[bool], border: int = 2
 ):
-    """The same from one video's (F, H, W, 3) uint8 frames, their drafts (or None) and accept flags."""
+    """The same from one video's (F, H, W, 3) uint8 frames, their drafts (or None) and accept flags ``kept``."""
     H, W = frames.shape[1:3]
     last_context = cv2.resize(last_context, (W, H), interpolation=cv2.INTER_AREA)
     rows = []
-    for frame, draft, accepted in zip(frames, drafts, accepted, strict=True):
+    for frame, draft, accepted in zip(frames, drafts, kept, strict=True):
         draft = draft if draft is not None else np.zeros_like(frame)
         final = frame.copy()
         color = GREEN if accepted else RED
