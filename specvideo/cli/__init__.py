@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from specvideo.cli import batch, bench_text, bench_video, text, train, video
+from specvideo.cli import batch, bench_batch, bench_text, bench_video, text, train, video
 from specvideo.cli.common import Parser, UsageError, quiet_libraries
 from specvideo.errors import one_line
 
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     kinds = bench.add_subparsers(dest="bench", metavar="KIND", required=True, parser_class=Parser)
     bench_text.add(kinds)
     bench_video.add(kinds)
+    bench_batch.add(kinds)
     batch.add(commands)
     train.add(commands)
     return parser
