@@ -135,5 +135,7 @@ def argv_of(c) -> list[str]:
     argv += ["--strengths", ",".join(f"{s:g}" for s in c.strengths), "--metric", c.metric]
     argv += ["--target-steps", ",".join(map(str, c.target_steps))]
     argv += ["--num-draft-frames", str(c.num_draft_frames), "--refine-steps", str(c.num_refine_steps)]
-    argv += ["--schedule", c.schedule, "--steps", str(c.num_inference_steps)]
+    argv += ["--schedule", c.schedule] + (
+        ["--steps", str(c.num_inference_steps)] if c.num_inference_steps else []
+    )
     return argv + ["--seed", str(c.seed), "--device", c.device]

@@ -197,8 +197,12 @@ def test_targets_json_and_report(results, tmp_path):
 def test_tuning_split_gets_its_own_section_and_a_default_choice(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("specvideo.bench.video.workloads.heldout_real", fake_heldout_real)
-        tuning = run_benchmark(config(split="tuning", num_synthetic=1), pipe=tiny_pipe())
+        tuning = run_benchmark(config(split="tuning", num_synthetic=1, num_inference_steps=None), pipe=tiny_pipe())
     assert tuning.clips["synthetic"][0].startswith("seed 20000500")  # TUNING_SEEDS
+    for w in tuning.workloads:  # without --steps, corrections and routing use the reference target's N
+        ref = tuning.reference(w).steps
+        assert tuning.settings["correction_steps"][w] == ref
+        assert tuning.row(w, "first-target+flow").unet_evals_per_frame == pytest.approx(ref / F)
     row, why = choose_default(tuning)
     assert row is not None and row.family == "speculative" and row.method in why
     doc = tmp_path / "BENCHMARKS.md"

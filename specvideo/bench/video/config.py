@@ -62,7 +62,8 @@ class BenchVideoConfig:
     resized, cut into P + num_frames windows). drafters: the draft-only baselines; sweep_drafters:
     the drafters of the tau x s sweep, the first-frame-by-target routing and refine-all. The learned
     drafter runs only where the pipeline has weights. num_inference_steps: N of the speculative
-    corrections and of first-target routing (the reference target's N in VIDEO_DEFAULTS).
+    corrections and of first-target routing; None (the default) takes each workload's reference
+    target N, found from the target-only rows, which run first on every clip.
     """
 
     model: str | None = None
@@ -80,7 +81,7 @@ class BenchVideoConfig:
     num_draft_frames: int = D.num_draft_frames
     num_refine_steps: int = D.num_refine_steps
     schedule: str = D.schedule
-    num_inference_steps: int = D.num_inference_steps
+    num_inference_steps: int | None = None
     seed: int = 0
     device: str = "cpu"
     report: str = "docs/BENCHMARKS.md"
@@ -89,8 +90,10 @@ class BenchVideoConfig:
         for name in ("clips", "drafters", "sweep_drafters", "thresholds", "strengths", "target_steps"):
             object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
         object.__setattr__(self, "target_steps", tuple(sorted(self.target_steps)))
-        for name in ("num_frames", "num_draft_frames", "num_refine_steps", "num_inference_steps"):
+        for name in ("num_frames", "num_draft_frames", "num_refine_steps"):
             _check_int(name, getattr(self, name), 1)
+        if self.num_inference_steps is not None:
+            _check_int("num_inference_steps", self.num_inference_steps, 1)
         _check_int("num_synthetic", self.num_synthetic, 0)
         _check_int("num_real", self.num_real, 0)
         if self.split not in SPLITS:

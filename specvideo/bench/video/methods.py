@@ -26,12 +26,20 @@ class MethodOutput:
 
 
 def run_method(
-    method: Method, pipe, pipes: dict, clip: BenchClip, config: BenchVideoConfig, seed: int
+    method: Method,
+    pipe,
+    pipes: dict,
+    clip: BenchClip,
+    config: BenchVideoConfig,
+    seed: int,
+    steps: int | None = None,
 ) -> MethodOutput:
-    """Run one method on one clip, timed; ``pipes`` holds one pipeline per drafter name."""
+    """Run one method on one clip, timed; ``pipes`` holds one pipeline per drafter name; ``steps`` is
+    N of the full sampler for corrections and first-frame routing (default: the config's)."""
     F = config.num_frames
+    default_steps = steps or config.num_inference_steps or max(config.target_steps)
 
-    def call(p, context, steps=config.num_inference_steps, **kwargs):
+    def call(p, context, steps=default_steps, **kwargs):
         generator = torch.Generator().manual_seed(seed)  # the same seed for every method
         return p(
             context,
@@ -110,7 +118,7 @@ def estimate_runtime(
 ) -> RuntimeEstimate:
     """Bounds on the run's wall time: every speculative draft accepted (m evaluations per frame)
     or every one rejected (m + N per frame); drafting F frames either way."""
-    F, N = config.num_frames, config.num_inference_steps
+    F, N = config.num_frames, config.num_inference_steps or min(config.target_steps)
     baselines, low, high = 0.0, 0.0, 0.0
     for m in methods:
         drafting = F * draft_s.get(m.drafter, 0.0)

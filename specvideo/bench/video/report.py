@@ -255,7 +255,9 @@ def _notes(results: BenchVideoResults) -> list[str]:
         f"- Target-only at N ∈ {{{', '.join(map(str, s['target_steps']))}}}; the reference target is the cheapest N "
         "within 1 % of the best N's SSIM to the truth, per workload; every × ref is against it.",
         f"- Speculative: k = {s['num_draft_frames']} ({s['schedule']} schedule), m = {s['num_refine_steps']} "
-        f"refinement step(s), corrections with N = {s['num_inference_steps']}, metric {s['metric']}; sweep τ ∈ "
+        f"refinement step(s), corrections and first-frame routing with N = "
+        f"{', '.join(f'{n} ({w})' for w, n in s['correction_steps'].items())} (each workload's reference N unless "
+        f"--steps is given), metric {s['metric']}; sweep τ ∈ "
         f"{{{', '.join(f'{t:g}' for t in s['thresholds'])}}} × s ∈ {{{', '.join(f'{x:g}' for x in s['strengths'])}}}. "
         f"Default (VIDEO_DEFAULTS): {d['drafter']}, τ = {d['threshold']:g}, s = {d['strength']:g}. Equal-cost "
         "baselines: refine-all-d (every draft refined and kept, τ = −∞) and target-only at N = m.",

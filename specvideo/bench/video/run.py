@@ -102,28 +102,47 @@ def run_benchmark(
         print(f"bench video: {estimate.line()}", file=sys.stderr)
     records: dict[tuple[str, str], list[ClipResult]] = {}
     bar = progress_bar(len(clips) * len(methods), progress, "bench video")
-    for index, (workload, clip) in enumerate(clips):
-        targets = {}  # N -> target-only frames of this clip (the target rows come first)
+    targets = [m for m in methods if m.family == "target"]
+    outputs: dict[int, dict[int, object]] = {}  # clip index -> N -> target-only frames
+    for index, (workload, clip) in enumerate(clips):  # phase 1: target-only at every N
+        outputs[index] = {}
+        for method in targets:
+            out = _run(bar, method, pipe, pipes, clip, config, index, workload)
+            outputs[index][method.steps] = out.frames
+            records.setdefault((workload, method.name), []).append(score_output(out, clip, outputs[index]))
+    steps = {w: config.num_inference_steps or _reference(w, targets, records) for w in workloads}
+    for index, (workload, clip) in enumerate(clips):  # phase 2: the rest, corrections at N = steps[w]
         for method in methods:
-            bar.set_postfix_str(f"{workload} {clip.name} {method.name}", refresh=False)
-            out = run_method(method, pipe, pipes, clip, config, config.seed + index)
-            if method.family == "target":
-                targets[method.steps] = out.frames
-            records.setdefault((workload, method.name), []).append(score_output(out, clip, targets))
-            bar.update()
+            if method.family != "target":
+                out = _run(bar, method, pipe, pipes, clip, config, index, workload, steps[workload])
+                records.setdefault((workload, method.name), []).append(
+                    score_output(out, clip, outputs[index])
+                )
     bar.close()
     rows = [row for w in workloads for row in _aggregate_workload(w, methods, records, config.num_frames)]
     settings = _settings(config, pipe, model_dir, time.perf_counter() - start)
+    settings["correction_steps"] = steps
     clip_names = {w: [c.name for c in cs] for w, cs in workloads.items()}
     return BenchVideoResults(rows, clip_names, settings, machine, estimate, notes)
+
+
+def _run(bar, method, pipe, pipes, clip, config, index, workload, steps=None):
+    bar.set_postfix_str(f"{workload} {clip.name} {method.name}", refresh=False)
+    out = run_method(method, pipe, pipes, clip, config, config.seed + index, steps)
+    bar.update()
+    return out
+
+
+def _reference(workload: str, targets: list[Method], records) -> int:
+    runs = {m.steps: records[(workload, m.name)] for m in targets}
+    return reference_steps({n: sum(r.ssim_gt for r in rs) / len(rs) for n, rs in runs.items()})
 
 
 def _aggregate_workload(
     workload: str, methods: list[Method], records, num_frames: int
 ) -> list[VideoMethodResult]:
     targets = {m.steps: records[(workload, m.name)] for m in methods if m.family == "target"}
-    mean_ssim = {n: sum(r.ssim_gt for r in runs) / len(runs) for n, runs in targets.items()}
-    ref_n = reference_steps(mean_ssim)
+    ref_n = _reference(workload, [m for m in methods if m.family == "target"], records)
     _fill_target_to_target(targets)
     return [
         aggregate(workload, m, records[(workload, m.name)], targets[ref_n], ref_n, num_frames)
