@@ -53,38 +53,11 @@ def video_settings(**given) -> dict[str, Any]:
 
 
 def run_video(
-    inputs: list[str] | str,
-    out_dir: str,
-    ray: str | None = None,
-    *,
-    model: str | None = None,
-    drafter: str | None = None,
-    device: str | None = None,
-    batch_size: int = 4,
-    num_actors: int | None = None,
-    cpus_per_actor: int = 1,
-    force: bool = False,
-    progress: bool = True,
-    on_item=None,
-    **settings,
+    inputs: list[str] | str, out_dir: str, ray: str | None = None, **kwargs
 ) -> list[dict[str, Any]]:
-    """Continue every video in ``inputs`` (MP4s in ``out_dir``, manifest ``out_dir/manifest.jsonl``)."""
-    rows, _ = video_job(
-        inputs,
-        out_dir,
-        ray,
-        model=model,
-        drafter=drafter,
-        device=device,
-        batch_size=batch_size,
-        num_actors=num_actors,
-        cpus_per_actor=cpus_per_actor,
-        force=force,
-        progress=progress,
-        on_item=on_item,
-        **settings,
-    )
-    return rows
+    """Continue every video in ``inputs`` (files, folders, globs) into ``out_dir`` (MP4s and
+    ``manifest.jsonl``); keyword arguments as ``video_job``. Returns the manifest rows in input order."""
+    return video_job(inputs, out_dir, ray, **kwargs)[0]
 
 
 def video_job(
@@ -103,7 +76,10 @@ def video_job(
     on_item=None,
     **settings,
 ):
-    """run_video, also returning the BatchSummary."""
+    """The video job: model / drafter / device choose the pipeline; batch_size items go through one
+    pipeline call; ray, num_actors, cpus_per_actor choose where (see specvideo.batch.runner); force
+    redoes finished items; on_item(row, context) is called after every item; the other keyword
+    arguments are pipeline settings (VIDEO_SETTINGS, fps, side_by_side). Returns (rows, BatchSummary)."""
     _check_batch(batch_size, cpus_per_actor, num_actors)
     settings = video_settings(**settings)
     out = Path(out_dir)
@@ -126,39 +102,10 @@ def video_job(
     return run_job(job, ray, num_actors, cpus_per_actor, force, progress, on_item)
 
 
-def run_text(
-    prompts: str,
-    out: str,
-    ray: str | None = None,
-    *,
-    target: str | None = None,
-    draft: str | None = None,
-    device: str | None = None,
-    batch_size: int = 8,
-    num_actors: int | None = None,
-    cpus_per_actor: int = 1,
-    force: bool = False,
-    progress: bool = True,
-    on_item=None,
-    **settings,
-) -> list[dict[str, Any]]:
-    """Answer every line of the JSONL ``prompts`` into the JSONL ``out`` (one manifest row a line)."""
-    rows, _ = text_job(
-        prompts,
-        out,
-        ray,
-        target=target,
-        draft=draft,
-        device=device,
-        batch_size=batch_size,
-        num_actors=num_actors,
-        cpus_per_actor=cpus_per_actor,
-        force=force,
-        progress=progress,
-        on_item=on_item,
-        **settings,
-    )
-    return rows
+def run_text(prompts: str, out: str, ray: str | None = None, **kwargs) -> list[dict[str, Any]]:
+    """Answer every line of the JSONL ``prompts`` into the JSONL ``out`` (one manifest row a line);
+    keyword arguments as ``text_job``. Returns the rows in input order."""
+    return text_job(prompts, out, ray, **kwargs)[0]
 
 
 def text_job(
@@ -177,7 +124,9 @@ def text_job(
     on_item=None,
     **settings,
 ):
-    """run_text, also returning the BatchSummary."""
+    """The text job: target / draft / device and TEXT_GENERATOR settings choose the generator; the
+    TEXT_SETTINGS are each line's defaults (a line's own settings win); the job arguments are as for
+    ``video_job``. Returns (rows, BatchSummary)."""
     from specvideo.text.config import TEXT_DEFAULTS
 
     _check_batch(batch_size, cpus_per_actor, num_actors)

@@ -62,6 +62,11 @@ def fmt_load(load) -> str:
     return "n/a" if not load else " / ".join(f"{x:.2f}" for x in load)
 
 
+def command_block(heading: str, command: str) -> list[str]:
+    """A report section's opening lines: its heading and the command that produced it."""
+    return [heading, "", "Command:", "", "```bash", command, "```", ""]
+
+
 def replace_section(document: str, heading: str, section: str) -> str:
     """Replace the ``heading`` section (up to the next heading of the same level) or append it."""
     lines = document.splitlines()

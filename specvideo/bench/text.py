@@ -38,6 +38,7 @@ import torch
 from specvideo.bench.measure import median_ratio, progress_bar
 from specvideo.bench.measure import sync as _sync
 from specvideo.bench.report import atomic_write as _atomic_write
+from specvideo.bench.report import command_block as _command_block
 from specvideo.bench.report import fmt_load as _fmt_load
 from specvideo.bench.report import machine_info
 from specvideo.bench.report import replace_section as _replace_section
@@ -908,14 +909,7 @@ def _text_section(results: BenchResults, command: str, plot_link: str) -> str:
         "picked on these same prompts."
     )
     lines = [
-        "## Text",
-        "",
-        "Command:",
-        "",
-        "```bash",
-        command,
-        "```",
-        "",
+        *_command_block("## Text", command),
         *notes,
         "",
         to_markdown(results).rstrip(),

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from specvideo.bench.report import atomic_write, fmt_load, replace_section
+from specvideo.bench.report import atomic_write, command_block, fmt_load, replace_section
 from specvideo.bench.video.run import BenchVideoResults
 from specvideo.bench.video.scoring import VideoMethodResult
 from specvideo.bench.video.workloads import SPLIT_SEEDS
@@ -225,7 +225,7 @@ def write_report(
 
 def video_section(results: BenchVideoResults, command: str, plot_link: str) -> str:
     split = results.settings.get("split", "heldout")
-    lines = [SECTION[split], "", "Command:", "", "```bash", command, "```", "", *_notes(results), ""]
+    lines = [*command_block(SECTION[split], command), *_notes(results), ""]
     lines += [to_markdown(results).rstrip(), "", "Targets:", "", format_targets(results), ""]
     if split == "tuning":
         row, why = choose_default(results)
