@@ -419,8 +419,9 @@ def _ema_copy(model: UNet2DModel, ema: EMAModel) -> UNet2DModel:
 
 
 def export(cfg: VideoTrainConfig, drafter: str = "flow") -> Path:
-    """Assemble models/video from the stages' outputs (the hint stage's verifier where it ran, else the
-    verifier stage's): fp16 weights, default drafter ``drafter``, and samples.png (held-out examples with the pipeline's current defaults)."""
+    """Assemble models/video from the stages' outputs (the latest verifier stage that ran: residual,
+    else hint, else verifier): fp16 weights, default drafter ``drafter``, and samples.png (held-out
+    examples with the pipeline's current defaults)."""
     from specvideo.video.pipeline import SpeculativeVideoPipeline
 
     work = Path(cfg.work)
