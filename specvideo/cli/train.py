@@ -58,6 +58,12 @@ def _add_train_video(kinds) -> None:
         )
         v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
         add_seed_and_device(v, d.seed, d.device)
+        if stage == "residual":
+            v.add_argument(
+                "--init",
+                metavar="DIR",
+                help="continue from this residual UNet (e.g. models/video/unet) instead of the hint stage's, zeroed",
+            )
         v.set_defaults(run=_run_train_video, stage=stage)
     e = kinds.add_parser("video-export", help="write models/video from the trained stages (fp16)")
     e.add_argument("--work", default=d.work)
@@ -84,6 +90,8 @@ def _run_train_video(args: argparse.Namespace) -> int:
         seed=args.seed,
         **steps,
     )
+    if getattr(args, "init", None):
+        cfg = replace(cfg, residual_init=args.init)
     if args.stage == "drafter":
         result = video.train_drafter(cfg)
     else:

@@ -66,11 +66,16 @@ class VideoTrainConfig:
     hint_lr: float = 3e-4
     residual_steps: int = 3000
     residual_lr: float = 3e-4
-    residual_ssim_weight: float = 0.5  # loss = MSE + w (1 - SSIM) on the x0 estimate: sharp, not the blurry mean
+    residual_ssim_weight: float = (
+        0.5  # loss = MSE + w (1 - SSIM) on the x0 estimate: sharp, not the blurry mean
+    )
     # residual stage: this share of each batch draws t from [residual_high_t * T, T), the noise levels
     # that generation from noise (t = T - 1) and refinement at strength s >= 0.6 use
     residual_high_t_share: float = 0.5
     residual_high_t: float = 0.6
+    # a residual UNet directory to continue from (e.g. the shipped models/video/unet, fp16 EMA weights)
+    # instead of the hint stage's zeroed one: how a later session resumes the stage from committed weights
+    residual_init: str | None = None
     rollout_frames: int = 8  # autoregressive frames in each evaluation's rollout
     drafter_steps: int = 600
     drafter_hidden: int = 32
@@ -227,7 +232,9 @@ def rollout_ssim(
         window = torch.cat([window[:, 1:], frame[:, None]], dim=1)  # (N, P, 3, H, W)
     truth = rearrange(clips[:, P:], "n f c h w -> (n f) c h w")
     generated = rearrange(torch.stack(frames, dim=1), "n f c h w -> (n f) c h w")
-    flow = rearrange(FlowDrafter().propose(clips[:, :P].cpu(), clips.shape[1] - P), "n f c h w -> (n f) c h w")
+    flow = rearrange(
+        FlowDrafter().propose(clips[:, :P].cpu(), clips.shape[1] - P), "n f c h w -> (n f) c h w"
+    )
     return {
         "rollout_generated": ssim(generated, truth, data_range=2.0).mean().item(),
         "rollout_flow": ssim(flow.to(truth.device), truth, data_range=2.0).mean().item(),
@@ -311,7 +318,9 @@ def run_stage(name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: fl
 VERIFIER_STAGES = ("verifier", "hint", "residual")
 
 
-def sample_timesteps(rng: np.random.Generator, n: int, T: int, high_share: float, high_from: float) -> np.ndarray:
+def sample_timesteps(
+    rng: np.random.Generator, n: int, T: int, high_share: float, high_from: float
+) -> np.ndarray:
     """n timesteps, uniform over [0, T) except a ``high_share`` of them uniform over [high_from * T, T)."""
     t = rng.integers(0, T, n)
     if not high_share:
@@ -325,10 +334,19 @@ def _stage_unet(cfg: VideoTrainConfig, stage: str) -> tuple[UNet2DModel, str | N
     """The stage's starting UNet, hint, step count and peak LR."""
     if stage == "verifier":
         return make_unet(cfg), None, cfg.verifier_steps, cfg.lr
+    if stage == "residual" and cfg.residual_init:
+        return (
+            UNet2DModel.from_pretrained(cfg.residual_init).float(),
+            cfg.hint,
+            cfg.residual_steps,
+            cfg.residual_lr,
+        )
     before = {"hint": "verifier", "residual": "hint"}[stage]
     base = Path(cfg.work) / before / "ema_unet"
     if not base.is_dir():
-        raise ValueError(f"the {stage} stage starts from the {before} stage's {base}: run video-{before} first")
+        raise ValueError(
+            f"the {stage} stage starts from the {before} stage's {base}: run video-{before} first"
+        )
     unet = UNet2DModel.from_pretrained(base).float()
     if stage == "hint":
         return widen_for_hint(unet), cfg.hint, cfg.hint_steps, cfg.hint_lr
@@ -354,7 +372,9 @@ def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
 
     def loss_fn(model, batches, rng):
         clips = batches.sample(rng, P + 1).to(cfg.device)
-        t = torch.from_numpy(sample_timesteps(rng, len(clips), T, high_share, cfg.residual_high_t)).to(cfg.device)
+        t = torch.from_numpy(sample_timesteps(rng, len(clips), T, high_share, cfg.residual_high_t)).to(
+            cfg.device
+        )
         noise = torch.from_numpy(rng.standard_normal(clips[:, -1].shape, dtype=np.float32)).to(cfg.device)
         return x0_loss(model, scheduler, clips, t, noise, hint, residual, ssim_weight)
 
@@ -425,13 +445,16 @@ def export(cfg: VideoTrainConfig, drafter: str = "flow") -> Path:
     from specvideo.video.pipeline import SpeculativeVideoPipeline
 
     work = Path(cfg.work)
-    stage = next(s for s in ("residual", "hint", "verifier") if (work / s / "ema_unet").is_dir() or s == "verifier")
+    stage = next(
+        s for s in ("residual", "hint", "verifier") if (work / s / "ema_unet").is_dir() or s == "verifier"
+    )
     hint = None if stage == "verifier" else cfg.hint
     unet = UNet2DModel.from_pretrained(work / stage / "ema_unet").half()
     learned = work / "drafter" / "model"
     predictor = FramePredictor.from_pretrained(learned).half() if learned.is_dir() else None
     pipe = SpeculativeVideoPipeline(
-        DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=stage == "residual"), LearnedDrafter(predictor) if predictor else None
+        DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=stage == "residual"),
+        LearnedDrafter(predictor) if predictor else None,
     )
     pipe.save_pretrained(cfg.out, default_drafter=drafter)
     (Path(cfg.out) / "training_config.json").write_text(json.dumps(asdict(cfg), indent=2))

@@ -70,7 +70,9 @@ def test_hint_stage_starts_from_the_verifier_and_exports_a_hinted_pipeline(tmp_p
     assert json.loads(log[-1])["step"] == 2
     pipe = SpeculativeVideoPipeline.from_pretrained(video.export(cfg))
     assert pipe.verifier.hint == "flow" and pipe.unet.config.in_channels == 3 * (cfg.context_frames + 2)
-    frames = pipe(np.zeros((2, 16, 16, 3), np.uint8), num_frames=2, num_inference_steps=2, progress=False).frames
+    frames = pipe(
+        np.zeros((2, 16, 16, 3), np.uint8), num_frames=2, num_inference_steps=2, progress=False
+    ).frames
     assert frames.shape == (2, 16, 16, 3)
 
 
@@ -85,8 +87,24 @@ def test_residual_stage_starts_at_the_flow_warp_and_exports_a_residual_pipeline(
     assert "synthetic_rollout_generated" in result
     pipe = SpeculativeVideoPipeline.from_pretrained(video.export(cfg))
     assert pipe.verifier.residual and pipe.verifier.hint == "flow"
-    frames = pipe(np.zeros((2, 16, 16, 3), np.uint8), num_frames=2, num_inference_steps=2, progress=False).frames
+    frames = pipe(
+        np.zeros((2, 16, 16, 3), np.uint8), num_frames=2, num_inference_steps=2, progress=False
+    ).frames
     assert frames.shape == (2, 16, 16, 3)
+
+
+def test_residual_stage_continues_from_committed_weights(tmp_path):
+    cfg = tiny(tmp_path, real_fraction=0.0, hint_steps=1, residual_steps=1, rollout_frames=2)
+    video.train_verifier(cfg)
+    video.train_verifier(cfg, stage="hint")
+    video.train_verifier(cfg, stage="residual")
+    shipped = video.export(cfg)  # fp16 residual weights, as committed
+    again = replace(cfg, work=str(tmp_path / "work2"), residual_init=str(shipped / "unet"), residual_steps=2)
+    unet, hint, steps, _ = video._stage_unet(again, "residual")
+    saved = SpeculativeVideoPipeline.from_pretrained(shipped).unet
+    assert hint == "flow" and steps == 2 and next(unet.parameters()).dtype == torch.float32
+    torch.testing.assert_close(unet.conv_out.weight, saved.conv_out.weight)  # continued, not zeroed
+    assert video.train_verifier(again, stage="residual")["steps"] == 2  # no hint stage needed in work2
 
 
 def test_unknown_verifier_stage_is_refused(tmp_path):
