@@ -101,8 +101,11 @@ class SpeculativeGenerator:
         self.tokenizer = tokenizer
         if draft_vocab is not None and drafter not in LEAN_DRAFTERS:
             raise ValueError(f"draft_vocab applies to the lean and hybrid drafters, not drafter={drafter!r}")
-        # built once, reused by every call
-        self._lean = LeanLlama(self.draft, draft_vocab) if drafter in LEAN_DRAFTERS else None
+        # built once, reused by every call; a draft of another architecture than Llama falls back to
+        # running through transformers (the same tokens, without the lean speed-up or FR-Spec)
+        lean_ok = self.draft is not None and getattr(self.draft.config, "model_type", None) == "llama"
+        self._lean = LeanLlama(self.draft, draft_vocab) if drafter in LEAN_DRAFTERS and lean_ok else None
+        self.lean_fallback = drafter in LEAN_DRAFTERS and not lean_ok
         self.drafter_name = drafter
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
@@ -201,6 +204,8 @@ class SpeculativeGenerator:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
         encoded = encode_prompt(prompt, self.tokenizer, self.target.config.vocab_size, self.device)
         _check_context(encoded.max_length, max_new_tokens, context_length(self.target))
+        if self.draft is not None and self.drafter_name != "ngram":  # drafts never run past the target's room
+            _check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
         verifier = TargetVerifier(self.target, sampling, max_new_tokens, self._stop_ids(stop))
         drafter = self._make_drafter(sampling, generator)
         for part in (verifier, drafter):
@@ -218,11 +223,12 @@ class SpeculativeGenerator:
     def _make_drafter(self, sampling: SamplingConfig, generator: torch.Generator | None):
         if self.drafter_name == "model":
             return ModelDrafter(self.draft, sampling, generator)
+        runner = self._lean if self._lean is not None else self.draft
         if self.drafter_name == "lean":
-            return ModelDrafter(self._lean, sampling, generator)
+            return ModelDrafter(runner, sampling, generator)
         if self.drafter_name == "hybrid":
             lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
-            return HybridDrafter(ModelDrafter(self._lean, sampling, generator), lookup)
+            return HybridDrafter(ModelDrafter(runner, sampling, generator), lookup)
         if self.drafter_name == "ngram":
             return NGramDrafter(self.max_ngram)
         return NullDrafter()
@@ -270,11 +276,12 @@ def _check_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:
         )
 
 
-def _check_context(prompt_length: int, max_new_tokens: int, context: int) -> None:
+def _check_context(prompt_length: int, max_new_tokens: int, context: int, model: str = "target") -> None:
+    """Refuse a generation that would run past a model's positions (they would be clamped silently)."""
     if prompt_length + max_new_tokens > context:
         raise ValueError(
             f"prompt of {prompt_length} tokens + max_new_tokens={max_new_tokens} = "
-            f"{prompt_length + max_new_tokens} exceeds the target's context length of {context} tokens"
+            f"{prompt_length + max_new_tokens} exceeds the {model}'s context length of {context} tokens"
         )
 
 

@@ -1,0 +1,59 @@
+"""lean / hybrid with a draft that is not a Llama: the transformers drafter runs it instead, exactly."""
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from specvideo.text import SpeculativeGenerator
+from tests.helpers import random_prompts, tiny_llama
+
+
+def tiny_qwen(vocab_size: int = 64) -> Qwen2ForCausalLM:
+    torch.manual_seed(3)
+    config = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+    )
+    return Qwen2ForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("drafter", ["lean", "hybrid"])
+def test_non_llama_draft_falls_back_and_stays_exact(drafter):
+    target, draft = tiny_llama(), tiny_qwen()
+    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=3)
+    assert gen.lean_fallback and gen._lean is None
+    for prompt in random_prompts(3, 64, seed=4):
+        ids = torch.tensor([prompt])
+        expected = target.generate(
+            ids, max_new_tokens=12, do_sample=False, min_new_tokens=12, pad_token_id=0
+        )[0, len(prompt) :]
+        out = gen.generate([prompt], max_new_tokens=12, stop=None)
+        assert out.token_ids[0] == expected.tolist()
+        assert out.stats.drafted > 0
+
+
+def test_llama_draft_still_runs_lean():
+    gen = SpeculativeGenerator(tiny_llama(), draft=tiny_llama(seed=1), drafter="lean")
+    assert not gen.lean_fallback and gen._lean is not None
+
+
+@pytest.mark.parametrize("drafter", ["model", "lean", "hybrid"])
+def test_a_draft_with_a_shorter_context_is_refused_not_clamped(drafter):
+    target, draft = tiny_llama(context=256), tiny_llama(seed=1, context=32)
+    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter)
+    with pytest.raises(
+        ValueError,
+        match=r"prompt of 20 tokens \+ max_new_tokens=20 = 40 exceeds the draft's context length of 32",
+    ):
+        gen.generate([list(range(3, 23))], max_new_tokens=20)
+    assert (
+        len(gen.generate([list(range(3, 13))], max_new_tokens=20, stop=None).token_ids[0]) == 20
+    )  # 30 <= 32
+    ngram = SpeculativeGenerator(target, drafter="ngram")  # no draft model: only the target's context counts
+    assert len(ngram.generate([list(range(3, 23))], max_new_tokens=20, stop=None).token_ids[0]) == 20
