@@ -79,23 +79,27 @@ class LeanLlama(nn.Module):
             self.vocab_size = head.shape[0]
             self.vocab = None if vocab is None else check_vocabulary(vocab, self.vocab_size).to(head.device)
             self.lm_head = head if self.vocab is None else head[self.vocab].contiguous()  # (V', d)
-            self.cos, self.sin = self._rope_tables(model)  # (T, H + 2 H_kv, D) each
+            self.cos, self.sin = self._rope_tables(model)  # (T, D) each
 
     def _rope_tables(self, model: PreTrainedModel) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sign-folded sin of every position, from the model's own rotary module, for the
-        q and k heads; cos = 1, sin = 0 for the v heads. rotate_half(x) = roll(x, D/2) * sign."""
+        """cos and sign-folded sin of every position (T, D), from the model's own rotary module: one
+        row per position, shared by the q and k heads (a 131k-context draft costs 2 x 33 MB, not
+        gigabytes). rotate_half(x) = roll(x, D/2) * sign."""
         T, D = self.config.max_position_embeddings, self.head_dim
         positions = torch.arange(T, device=self.device)[None]
         cos, sin = model.model.rotary_emb(self.lm_head[None, :1], positions)  # (1, T, D) each
         sign = torch.cat([-torch.ones(D // 2), torch.ones(D - D // 2)]).to(sin)  # (D,)
-        rotated = self.heads + self.kv_heads
-        cos_all = torch.cat(
-            [cos[0, :, None].expand(T, rotated, D), torch.ones(T, self.kv_heads, D).to(cos)], 1
-        )
-        sin_all = torch.cat(
-            [(sin[0] * sign)[:, None].expand(T, rotated, D), torch.zeros(T, self.kv_heads, D).to(sin)], 1
-        )
-        return cos_all.contiguous(), sin_all.contiguous()
+        return cos[0].contiguous(), (sin[0] * sign).contiguous()  # (T, D) each
+
+    def _rope(self, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, n) positions -> cos, sin (B, H + 2 H_kv, n, D): the position's row for the q and k
+        heads, cos = 1 and sin = 0 for the v heads (which pass through unrotated)."""
+        B, n = position_ids.shape
+        rotated, D = self.heads + self.kv_heads, self.head_dim
+        cos = self.cos[position_ids][:, None].expand(B, rotated, n, D)  # (B, H + H_kv, n, D)
+        sin = self.sin[position_ids][:, None].expand(B, rotated, n, D)
+        keep = cos.new_ones(B, self.kv_heads, n, D)
+        return torch.cat([cos, keep], 1), torch.cat([sin, torch.zeros_like(keep)], 1)
 
     @property
     def device(self) -> torch.device:
@@ -120,8 +124,7 @@ class LeanLlama(nn.Module):
         start = cache.length
         cache.reserve(n)
         x = F.embedding(input_ids, self.embed)  # (B, n, d)
-        cos = self.cos[position_ids].transpose(1, 2)  # (B, H + 2 H_kv, n, D)
-        sin = self.sin[position_ids].transpose(1, 2)
+        cos, sin = self._rope(position_ids)  # (B, H + 2 H_kv, n, D) each
         mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         for i, layer in enumerate(self.layers):
             x = x + self._attend(i, layer, self._norm(x), cos, sin, mask, cache)

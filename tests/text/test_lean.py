@@ -93,3 +93,14 @@ def test_lean_drafter_rejects_non_llama_drafts():
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2, n_positions=64))
     with pytest.raises(ValueError, match="lean drafter runs Llama-architecture drafts"):
         LeanLlama(gpt2)
+
+
+def test_rope_tables_have_one_row_per_position_not_per_head():
+    model = tiny_llama(context=512)
+    lean = LeanLlama(model)
+    D = lean.head_dim
+    assert lean.cos.shape == lean.sin.shape == (512, D)
+    cos, sin = lean._rope(torch.tensor([[0, 7, 511]]))
+    assert cos.shape == (1, lean.heads + 2 * lean.kv_heads, 3, D)
+    assert torch.equal(cos[0, -lean.kv_heads :], torch.ones(lean.kv_heads, 3, D))  # v heads unrotated
+    assert torch.equal(sin[0, -lean.kv_heads :], torch.zeros(lean.kv_heads, 3, D))
