@@ -17,7 +17,7 @@ def model_dirs(tmp_path_factory):
     vocab = len(tok)
     save_model_dir(root / "target", vocab, seed=0, tokenizer=tok, logit_scale=4.0)
     save_model_dir(root / "draft", vocab, seed=1, tokenizer=tok)
-    save_model_dir(root / "other", vocab + 5, seed=2)
+    save_model_dir(root / "other", vocab - 5, seed=2)  # cannot hold the tokenizer's ids
     return root
 
 

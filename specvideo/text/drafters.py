@@ -25,20 +25,45 @@ class ModelDrafter:
     In a round it feeds what it has not seen yet (the target's correction, and its own last draft
     when that was accepted) and then drafts k tokens autoregressively, sampling from q when the
     sampling config is not greedy.
+
+    ``vocab_size`` is the target's: a draft whose vocabulary is padded to another size (the same
+    tokenizer, e.g. Qwen2.5 0.5B and 7B) has its logits cut or padded with -inf to it, so q has
+    zeros where the draft has no token and the draft never proposes a padding id of its own; a
+    target token the draft has no row for is fed to it as id 0 (its context only, never its output).
     """
 
     def __init__(
-        self, model: PreTrainedModel, sampling: SamplingConfig, generator: torch.Generator | None = None
+        self,
+        model: PreTrainedModel,
+        sampling: SamplingConfig,
+        generator: torch.Generator | None = None,
+        vocab_size: int | None = None,
     ):
         self.model = model
         self.sampling = sampling
         self.generator = generator
         self._warpers = sampling.warpers()
         self.calls = 0
+        self.vocab_size = vocab_size
+        self._own = getattr(model, "vocab_size", None) or model.config.vocab_size  # rows of the draft's head
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
-        self.state = CausalLMState(self.model, input_ids, attention_mask)
+        self.state = CausalLMState(self.model, self._feedable(input_ids), attention_mask)
         self._fed = 0
+
+    def _feedable(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.masked_fill(tokens >= self._own, 0) if self._own < (self.vocab_size or 0) else tokens
+
+    def _fit(self, logits: torch.Tensor) -> torch.Tensor:
+        """(B, V_draft) -> (B, V_target) logits."""
+        V = self.vocab_size
+        if V is None or V == logits.shape[-1]:
+            return logits
+        if logits.shape[-1] > V:
+            return logits[..., :V]
+        return torch.cat(
+            [logits, logits.new_full((*logits.shape[:-1], V - logits.shape[-1]), float("-inf"))], -1
+        )
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         B, device = self.state.pending.shape[0], self.state.device
@@ -49,7 +74,7 @@ class ModelDrafter:
             )
         self.state.mark_round()
         width = self.state.pending_width
-        logits = self.state.forward()[:, -1]  # (B, V)
+        logits = self._fit(self.state.forward()[:, -1])  # (B, V)
         tokens, qs = [], []
         for i in range(k):
             token, q = self._draw(logits, confidence=keep_drafting is not None)  # (B,), (B, V) or None
@@ -57,7 +82,7 @@ class ModelDrafter:
             qs.append(q)
             if i == k - 1 or (keep_drafting is not None and not keep_drafting(q.max(dim=-1).values)):
                 break
-            logits = self.state.forward(token[:, None])[:, -1]  # (B, V)
+            logits = self._fit(self.state.forward(token[:, None])[:, -1])  # (B, V)
         self.calls += len(tokens)
         self._fed = width + len(tokens) - 1
         items = torch.stack(tokens, dim=1)  # (B, m)
@@ -71,7 +96,7 @@ class ModelDrafter:
         return sample_categorical(q, self.generator), q
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
-        next_token = verdict.next_item[:, None]  # (B, 1)
+        next_token = self._feedable(verdict.next_item[:, None])  # (B, 1)
         m = draft.k
         if m == 0:
             self.state.push(next_token)
@@ -97,7 +122,7 @@ class ModelDrafter:
         if width:
             accepted = torch.arange(width, device=a.device)[None, :] < a[:, None]  # (B, width)
             self.state.push(draft.items[:, :width], accepted)
-        self.state.push(verdict.next_item[:, None])
+        self.state.push(self._feedable(verdict.next_item[:, None]))
 
 
 class HybridDrafter:

@@ -85,6 +85,7 @@ class SpeculativeGenerator:
         max_ngram: int = D.max_ngram,
         confidence_threshold: float = D.confidence_threshold,
         draft_vocab: torch.Tensor | list[int] | None = None,
+        draft_tokenizer=None,
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
@@ -97,7 +98,7 @@ class SpeculativeGenerator:
         self.target = target.to(self.device).eval()
         self.draft = draft.to(self.device).eval() if draft is not None else None
         if self.draft is not None:
-            _check_vocab(self.target, self.draft)
+            _check_vocab(self.target, self.draft, tokenizer, draft_tokenizer)
         self.tokenizer = tokenizer
         if draft_vocab is not None and drafter not in LEAN_DRAFTERS:
             raise ValueError(f"draft_vocab applies to the lean and hybrid drafters, not drafter={drafter!r}")
@@ -138,6 +139,8 @@ class SpeculativeGenerator:
         target = load_causal_lm(target_path, dtype)
         tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
         draft = load_causal_lm(draft_path, dtype) if draft_path else None
+        if draft is not None and draft.config.vocab_size != target.config.vocab_size:
+            kwargs.setdefault("draft_tokenizer", _load_tokenizer(draft_path))
         kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
         if kwargs["drafter"] in LEAN_DRAFTERS and draft is not None and "draft_vocab" not in kwargs:
             kwargs["draft_vocab"] = ranked_vocabulary(draft_path, draft_vocab_size, draft.config.vocab_size)
@@ -222,13 +225,14 @@ class SpeculativeGenerator:
 
     def _make_drafter(self, sampling: SamplingConfig, generator: torch.Generator | None):
         if self.drafter_name == "model":
-            return ModelDrafter(self.draft, sampling, generator)
+            return ModelDrafter(self.draft, sampling, generator, self.target.config.vocab_size)
         runner = self._lean if self._lean is not None else self.draft
+        V = self.target.config.vocab_size
         if self.drafter_name == "lean":
-            return ModelDrafter(runner, sampling, generator)
+            return ModelDrafter(runner, sampling, generator, V)
         if self.drafter_name == "hybrid":
             lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
-            return HybridDrafter(ModelDrafter(runner, sampling, generator), lookup)
+            return HybridDrafter(ModelDrafter(runner, sampling, generator, V), lookup)
         if self.drafter_name == "ngram":
             return NGramDrafter(self.max_ngram)
         return NullDrafter()
@@ -267,12 +271,22 @@ def _accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
     return accept
 
 
-def _check_vocab(target: PreTrainedModel, draft: PreTrainedModel) -> None:
+def _check_vocab(
+    target: PreTrainedModel, draft: PreTrainedModel, tokenizer=None, draft_tokenizer=None
+) -> None:
+    """One tokenizer for both. Sizes may differ by padding (the embedding rows past the tokenizer's
+    last id): accepted when the tokenizer is known, fits both sizes, and the draft's tokenizer (if
+    known) has the same vocabulary."""
     t, d = target.config.vocab_size, draft.config.vocab_size
-    if t != d:
+    if t == d:
+        return
+    padded = tokenizer is not None and len(tokenizer) <= min(t, d)
+    if padded and draft_tokenizer is not None:
+        padded = draft_tokenizer.get_vocab() == tokenizer.get_vocab()
+    if not padded:
         raise ValueError(
             f"draft vocabulary size {d} does not match the target's vocabulary size {t}: "
-            "draft and target must share one tokenizer"
+            "draft and target must share one tokenizer (sizes may differ only by padding past it)"
         )
 
 

@@ -41,7 +41,8 @@ def model_dirs(tmp_path_factory, tok):
     root = tmp_path_factory.mktemp("models")
     save_model_dir(root / "target", len(tok), seed=0, tokenizer=tok)
     save_model_dir(root / "draft", len(tok), seed=1, tokenizer=tok)
-    save_model_dir(root / "other", len(tok) + 5, seed=2)
+    save_model_dir(root / "other", len(tok) - 5, seed=2)  # fewer rows than the tokenizer has tokens
+    save_model_dir(root / "padded", len(tok) + 6, seed=3)  # the same tokenizer, vocab_size padded
     return root
 
 
@@ -206,9 +207,18 @@ def test_cli_rejects_bad_model_directory(model_dirs, tmp_path, capsys, role, mut
 
 def test_mismatched_draft_vocabulary_through_from_pretrained(model_dirs):
     with pytest.raises(
-        ValueError, match="draft vocabulary size 303 does not match the target's vocabulary size 298"
+        ValueError, match="draft vocabulary size 293 does not match the target's vocabulary size 298"
     ):
         SpeculativeGenerator.from_pretrained(str(model_dirs / "target"), str(model_dirs / "other"))
+
+
+def test_a_padded_draft_vocabulary_is_accepted(model_dirs, capsys):
+    gen = SpeculativeGenerator.from_pretrained(str(model_dirs / "target"), str(model_dirs / "padded"))
+    assert gen.draft.config.vocab_size == gen.target.config.vocab_size + 6
+    code, out, err = cli(
+        capsys, "text", "def f():", "--target", model_dirs / "target", "--draft", model_dirs / "padded"
+    )
+    assert code == 0 and out.startswith("def f():")
 
 
 def test_mismatched_draft_vocabulary_with_the_lean_drafter(model_dirs, capsys):
