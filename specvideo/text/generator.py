@@ -155,14 +155,17 @@ class SpeculativeGenerator:
         top_p: float | None = D.top_p,
         generator: torch.Generator | None = None,
         stop: str | int | list[int] | None = "eos",
+        attention_mask: torch.Tensor | None = None,
     ) -> TextOutput:
         """Generate up to ``max_new_tokens`` for a prompt or a batch of prompts.
 
         prompt: str (or UTF-8 bytes), list of str, list of token-id lists, or a (B, T) tensor of
-        token ids. max_new_tokens=0 generates nothing (an empty output); a negative value is an error.
+        token ids; with a tensor, ``attention_mask`` (same shape, 1 for real tokens, padding on
+        either side) drops the padding, as tokenizers return it. max_new_tokens=0 generates nothing
+        (an empty output); a negative value is an error.
         stop: "eos" (the target's end-of-sequence ids), None (exactly max_new_tokens), or token ids.
         """
-        run = self.start(prompt, max_new_tokens, temperature, top_k, top_p, generator, stop)
+        run = self.start(prompt, max_new_tokens, temperature, top_k, top_p, generator, stop, attention_mask)
         for _ in run.steps():
             pass
         return self._output(run)
@@ -198,6 +201,7 @@ class SpeculativeGenerator:
         top_p: float | None = D.top_p,
         generator: torch.Generator | None = None,
         stop: str | int | list[int] | None = "eos",
+        attention_mask: torch.Tensor | None = None,
     ) -> Run:
         """Check the settings, encode the prompt and prefill both models; returns the Run whose
         ``steps()`` yields each round's ``Step`` (what was drafted, accepted and emitted), for callers
@@ -205,7 +209,9 @@ class SpeculativeGenerator:
         sampling = SamplingConfig(temperature, top_k, top_p)
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-        encoded = encode_prompt(prompt, self.tokenizer, self.target.config.vocab_size, self.device)
+        encoded = encode_prompt(
+            prompt, self.tokenizer, self.target.config.vocab_size, self.device, attention_mask
+        )
         _check_context(encoded.max_length, max_new_tokens, context_length(self.target))
         if self.draft is not None and self.drafter_name != "ngram":  # drafts never run past the target's room
             _check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")

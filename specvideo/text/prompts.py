@@ -22,9 +22,14 @@ class EncodedPrompt:
         return int(self.attention_mask.sum(dim=1).max())
 
 
-def encode_prompt(prompt, tokenizer, vocab_size: int, device: torch.device) -> EncodedPrompt:
-    """Tokenise (when needed), validate and left-pad a prompt or a batch of prompts."""
+def encode_prompt(
+    prompt, tokenizer, vocab_size: int, device: torch.device, attention_mask: torch.Tensor | None = None
+) -> EncodedPrompt:
+    """Tokenise (when needed), validate and left-pad a prompt or a batch of prompts; a tensor
+    prompt's ``attention_mask`` (1 = real token) drops its padding first."""
     rows, is_batch = _token_rows(prompt, tokenizer)
+    if attention_mask is not None:
+        rows = _unpad(prompt, rows, attention_mask)
     if not rows:
         raise ValueError("the batch of prompts is empty")
     for i, row in enumerate(rows):
@@ -41,6 +46,26 @@ def encode_prompt(prompt, tokenizer, vocab_size: int, device: torch.device) -> E
         input_ids[b, width - len(row) :] = torch.tensor(row, dtype=torch.long)
         attention_mask[b, width - len(row) :] = 1
     return EncodedPrompt(input_ids.to(device), attention_mask.to(device), is_batch)
+
+
+def _unpad(prompt, rows: list[list[int]], attention_mask) -> list[list[int]]:
+    """The real tokens of each row: one contiguous run of 1s (padding left, right or both)."""
+    if not isinstance(prompt, torch.Tensor):
+        raise ValueError("attention_mask goes with a (B, T) or (T,) tensor prompt")
+    mask = torch.as_tensor(attention_mask)
+    if tuple(mask.shape) != tuple(prompt.shape):
+        raise ValueError(f"attention_mask has shape {tuple(mask.shape)}, the prompt {tuple(prompt.shape)}")
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        raise ValueError("attention_mask must hold only 0 and 1")
+    out = []
+    for b, (row, keep) in enumerate(zip(rows, mask.reshape(len(rows), -1).tolist())):
+        real = [i for i, k in enumerate(keep) if k]
+        if real and real[-1] - real[0] + 1 != len(real):
+            raise ValueError(
+                f"attention_mask row {b} has padding between real tokens; pad on the left or right only"
+            )
+        out.append([row[i] for i in real])
+    return out
 
 
 def _token_rows(prompt, tokenizer) -> tuple[list[list[int]], bool]:

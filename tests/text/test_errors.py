@@ -88,3 +88,26 @@ def test_corrupt_model_directory(tmp_path):
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(ValueError, match="cannot load a causal LM from model directory"):
         SpeculativeGenerator.from_pretrained(str(tmp_path))
+
+
+def test_tensor_prompt_with_an_attention_mask_drops_its_padding():
+    from tests.helpers import random_prompts
+
+    gen = SpeculativeGenerator(tiny_llama(64), draft=tiny_llama(64, seed=1), num_draft_tokens=3)
+    prompts = random_prompts(3, 64, seed=7, min_len=3, max_len=9)
+    width = max(map(len, prompts)) + 2
+    ids, mask = torch.zeros(3, width, dtype=torch.long), torch.zeros(3, width, dtype=torch.long)
+    for b, p in enumerate(prompts):  # right, left and both-sided padding
+        start = [0, width - len(p), 1][b]
+        ids[b, start : start + len(p)], mask[b, start : start + len(p)] = torch.tensor(p), 1
+        ids[b, mask[b] == 0] = 5  # padding ids that would change the output if they were read
+    out = gen.generate(ids, attention_mask=mask, max_new_tokens=8, stop=None)
+    assert out.token_ids == gen.generate(prompts, max_new_tokens=8, stop=None).token_ids
+    holes = mask.clone()
+    holes[0, 1] = 0
+    with pytest.raises(ValueError, match="padding between real tokens"):
+        gen.generate(ids, attention_mask=holes, max_new_tokens=2)
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        gen.generate(ids, attention_mask=mask[:, :-1], max_new_tokens=2)
+    with pytest.raises(ValueError, match="goes with a"):
+        gen.generate(prompts, attention_mask=mask, max_new_tokens=2)
