@@ -133,7 +133,8 @@ class SpeculativeVideoPipeline:
         (alpha dropped) uint8 frames become RGB; only the last P frames are used. In a batch every
         row accepts its own number of drafts per round and the UNet calls are batched across rows;
         ``generator`` may be one generator or a list of one per row (row b then equals its context
-        generated alone with generator b: every row has its own draft-length schedule).
+        generated alone with generator b, up to float rounding: every row has its own draft-length
+        schedule).
         mode: "speculative" (draft, verify, accept, correct), "target" (every frame by the full
         sampler) or "draft" (the drafter alone).
         callback_on_step_end(pipe, step, timestep, callback_kwargs) is called after every round (the
