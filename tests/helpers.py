@@ -93,3 +93,12 @@ def tiny_unet(size: int = 16, context_frames: int = 2, seed: int = 0, norm_num_g
         norm_num_groups=norm_num_groups,
         add_attention=False,
     ).eval()
+
+
+def target_greedy(target, prompt: list[int], new_tokens: int) -> list[int]:
+    """The target's own greedy continuation of one token-id prompt (transformers generate())."""
+    ids = torch.tensor([prompt])
+    out = target.generate(
+        ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=0
+    )
+    return out[0, len(prompt) :].tolist()

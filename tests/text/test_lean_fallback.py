@@ -5,7 +5,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from specvideo.text import SpeculativeGenerator
-from tests.helpers import random_prompts, tiny_llama
+from tests.helpers import random_prompts, target_greedy, tiny_llama
 
 
 def tiny_qwen(vocab_size: int = 64) -> Qwen2ForCausalLM:
@@ -29,13 +29,8 @@ def test_non_llama_draft_falls_back_and_stays_exact(drafter):
     gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=3)
     assert gen.lean_fallback and gen._lean is None
     for prompt in random_prompts(3, 64, seed=4):
-        ids = torch.tensor([prompt])
-        expected = target.generate(
-            ids, max_new_tokens=12, do_sample=False, min_new_tokens=12, pad_token_id=0
-        )[0, len(prompt) :]
         out = gen.generate([prompt], max_new_tokens=12, stop=None)
-        assert out.token_ids[0] == expected.tolist()
-        assert out.stats.drafted > 0
+        assert out.token_ids[0] == target_greedy(target, prompt, 12) and out.stats.drafted > 0
 
 
 def test_llama_draft_still_runs_lean():
