@@ -113,7 +113,11 @@ class VideoRequest:
 
     def run(self, pipe, context, mode: str, progress: gr.Progress) -> VideoPipelineOutput:
         def report(pipe, round_index, timestep, kwargs):
-            progress((kwargs["stats"].emitted, self.num_frames), desc=f"{mode}: round {round_index + 1}", unit="frames")
+            progress(
+                (kwargs["stats"].emitted, self.num_frames),
+                desc=f"{mode}: round {round_index + 1}",
+                unit="frames",
+            )
             return kwargs
 
         settings = {k: v for k, v in asdict(self).items() if k not in ("drafter", "seed")}

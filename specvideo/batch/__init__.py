@@ -48,7 +48,7 @@ def video_settings(**given) -> dict[str, Any]:
         f.name: getattr(VIDEO_DEFAULTS, f.name) for f in fields(VIDEO_DEFAULTS) if f.name in VIDEO_SETTINGS
     }
     settings = {**defaults, "fps": None, "side_by_side": False, **given}
-    check_call(CallSettings(**{f.name: settings.get(f.name, "np") for f in fields(CallSettings)}))
+    check_call(CallSettings(**{k: settings[k] for k in VIDEO_SETTINGS if k != "seed"}, output_type="np"))
     return settings
 
 

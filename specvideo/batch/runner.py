@@ -130,8 +130,9 @@ class _Tracker:
             row["settings_hash"] = self.job.item_hash(item)
             self.job.manifest.append(row)
             stats = row.get("stats") or {}
-            self.drafted += stats.get("drafted", 0) // max(1, stats.get("batch_rows", 1))
-            self.accepted += stats.get("accepted", 0) // max(1, stats.get("batch_rows", 1))
+            share = max(1, stats.get("batch_rows", 1))  # a text batch's counters are shared by its rows
+            self.drafted += stats.get("drafted", 0) / share
+            self.accepted += stats.get("accepted", 0) / share
             self.context.done += 1
             self.bar.update(1)
             rate = self.context.done / max(time.perf_counter() - self.started, 1e-9)

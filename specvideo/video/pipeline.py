@@ -166,10 +166,14 @@ class SpeculativeVideoPipeline:
         shape = tuple(prepared[0][0].shape[1:])  # (3, H, W): every context is resized to the model's
         if resize_to_input and batched and len({size for _, size in prepared}) > 1:
             raise ValueError("resize_to_input needs the contexts of a batch to share one frame size")
-        rows = VideoRows(
+        tau = -math.inf if mode == "draft" else threshold
+        k = num_frames if mode == "draft" else num_draft_frames
+        rule = RowSchedules([make_schedule("constant" if mode == "draft" else schedule, k) for _ in prepared])
+        rows = VideoRows(  # each row drafts up to its own k: rows do not depend on each other
             [FrameHistory(c, P) for c, _ in prepared],
             [FrameNoise(g, shape, self.device) for g in generators],
             num_frames,
+            rule.row_k,
         )
         stats = VideoSpecStats()
         settings = RoundSettings(
@@ -177,10 +181,6 @@ class SpeculativeVideoPipeline:
         )
         verifier = VideoVerifier(self.verifier, rows, settings, stats)
         drafter = VideoDrafter(None if mode == "target" else self.drafter, rows)
-        tau = -math.inf if mode == "draft" else threshold
-        k = num_frames if mode == "draft" else num_draft_frames
-        rule = RowSchedules([make_schedule("constant" if mode == "draft" else schedule, k) for _ in prepared])
-        rows.row_k = rule.row_k  # each row drafts up to its own k: rows do not depend on each other
         bar = tqdm(total=num_frames * len(rows), desc=f"specvideo {mode}", disable=not progress, leave=False)
         for step in speculate(
             drafter, verifier, lambda d, s: threshold_accept(s, tau, d.lengths), rule, stats

@@ -12,6 +12,7 @@ drafts discarded. Rows finish independently; a finished row drafts nothing and c
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -104,12 +105,18 @@ class FrameHistory:
 
 
 class VideoRows:
-    """The B videos of one call: their histories, noise and per-row statistics."""
+    """The B videos of one call: their histories, noise, per-row statistics, and ``row_k(b)``, row
+    b's own draft length from its schedule (``RowSchedules.row_k``)."""
 
-    def __init__(self, histories: list[FrameHistory], noises: list[FrameNoise], num_frames: int):
-        self.histories, self.noises, self.num_frames = histories, noises, num_frames
+    def __init__(
+        self,
+        histories: list[FrameHistory],
+        noises: list[FrameNoise],
+        num_frames: int,
+        row_k: Callable[[int], int],
+    ):
+        self.histories, self.noises, self.num_frames, self.row_k = histories, noises, num_frames, row_k
         self.stats = [VideoSpecStats() for _ in histories]
-        self.row_k = lambda b: 10**9  # each row's own draft length (set from its schedule)
 
     def __len__(self) -> int:
         return len(self.histories)
@@ -125,9 +132,7 @@ class VideoRows:
         return [b for b in range(len(self)) if self.remaining(b) > 0]
 
     def lengths(self, k: int) -> torch.Tensor:
-        return torch.tensor(
-            [min(k, self.row_k(b), max(self.remaining(b), 0)) for b in range(len(self))]
-        )  # (B,)
+        return torch.tensor([min(k, self.row_k(b), self.remaining(b)) for b in range(len(self))])  # (B,)
 
 
 class VideoDrafter:

@@ -152,6 +152,22 @@ def test_first_frame_by_target_and_same_seed_for_every_method():
     torch.testing.assert_close(routed.frames[1:], expected)
 
 
+def test_sampling_methods_need_their_n():
+    cfg = config(
+        num_real=0, num_synthetic=1, num_inference_steps=None, drafters=("flow",), sweep_drafters=("flow",)
+    )
+    clip = load_workloads(cfg, P, SIZE)["synthetic"][0]
+    methods = {m.name: m for m in build_methods(cfg, ("flow",))}
+    pipe = tiny_pipe(LinearDrafter())
+    with pytest.raises(ValueError, match="first-target\\+flow needs the full sampler's N"):
+        run_method(methods["first-target+flow"], pipe, {"flow": pipe}, clip, cfg, seed=0)
+    assert run_method(methods["draft-flow"], pipe, {"flow": pipe}, clip, cfg, seed=0).unet_evals == 0
+    assert (
+        run_method(methods["first-target+flow"], pipe, {"flow": pipe}, clip, cfg, seed=0, steps=2).unet_evals
+        == 2
+    )
+
+
 def test_default_setting_added_when_the_sweep_misses_it():
     cfg = config(thresholds=(0.5,), strengths=(0.6,))
     methods = build_methods(cfg, ("copy", "flow"))
@@ -197,7 +213,9 @@ def test_targets_json_and_report(results, tmp_path):
 def test_tuning_split_gets_its_own_section_and_a_default_choice(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("specvideo.bench.video.workloads.heldout_real", fake_heldout_real)
-        tuning = run_benchmark(config(split="tuning", num_synthetic=1, num_inference_steps=None), pipe=tiny_pipe())
+        tuning = run_benchmark(
+            config(split="tuning", num_synthetic=1, num_inference_steps=None), pipe=tiny_pipe()
+        )
     assert tuning.clips["synthetic"][0].startswith("seed 20000500")  # TUNING_SEEDS
     for w in tuning.workloads:  # without --steps, corrections and routing use the reference target's N
         ref = tuning.reference(w).steps

@@ -37,7 +37,13 @@ def run_method(
     """Run one method on one clip, timed; ``pipes`` holds one pipeline per drafter name; ``steps`` is
     N of the full sampler for corrections and first-frame routing (default: the config's)."""
     F = config.num_frames
-    default_steps = steps or config.num_inference_steps or max(config.target_steps)
+    default_steps = steps or config.num_inference_steps
+    if default_steps is None:
+        if method.family not in ("target", "draft"):  # the drafter alone never samples
+            raise ValueError(
+                f"{method.name} needs the full sampler's N: pass steps= or set num_inference_steps"
+            )
+        default_steps = 1
 
     def call(p, context, steps=default_steps, **kwargs):
         generator = torch.Generator().manual_seed(seed)  # the same seed for every method

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from specvideo.bench.measure import median_ratio, roc_auc, spearman, spread
+from specvideo.bench.measure import roc_auc, spearman, spread
 from specvideo.bench.video.config import REFERENCE_WITHIN, Method
 from specvideo.bench.video.methods import MethodOutput
 from specvideo.bench.video.workloads import BenchClip
@@ -152,7 +152,7 @@ def aggregate(
         seconds_per_frame=statistics.median(r.seconds / num_frames for r in runs),
         unet_evals_per_frame=evals,
         unet_passes_per_frame=passes,
-        speedup=median_ratio([t.seconds for t in reference], [r.seconds for r in runs]),
+        speedup=statistics.median(ratios),
         speedup_spread=spread(ratios),
         pass_ratio=ref_passes / passes if passes else None,
         eval_ratio=ref_evals / evals if evals else None,
