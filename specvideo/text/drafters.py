@@ -66,7 +66,7 @@ class ModelDrafter:
         )
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
-        B, device = self.state.pending.shape[0], self.state.device
+        B, device = self.state.batch_size, self.state.device
         if k == 0:
             return Draft(
                 items=torch.zeros(B, 0, dtype=torch.long, device=device),
@@ -114,6 +114,9 @@ class ModelDrafter:
         else:
             self.state.push(next_token)
 
+    def retire(self, done: torch.Tensor) -> None:
+        self.state.retire(done)
+
     def catch_up(self, draft: Draft, verdict: Verdict) -> None:
         """After a round another drafter proposed: queue the tokens the target accepted and its
         correction; the next forward feeds them all at once."""
@@ -148,9 +151,14 @@ class HybridDrafter:
         self.model.start(input_ids, attention_mask)
         self.lookup.start(input_ids, attention_mask)
 
+    def retire(self, done: torch.Tensor) -> None:
+        self.model.retire(done)
+        self.lookup.retire(done)
+
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         draft = self.lookup.propose(k, None)
-        self._looked_up = k > 0 and bool((draft.lengths > 0).all())
+        found = (draft.lengths > 0) | torch.tensor(self.lookup.done, device=draft.lengths.device)  # retired rows need none
+        self._looked_up = k > 0 and bool(found.all())
         if self._looked_up:
             self.lookup_rounds += 1
             return draft
@@ -181,11 +189,16 @@ class NGramDrafter:
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.device = input_ids.device
         self.history = [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
+        self.done = [False] * len(self.history)
+
+    def retire(self, done: torch.Tensor) -> None:
+        self.done = [a or bool(b) for a, b in zip(self.done, done.tolist())]
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
-        proposals = (
-            [self.lookup(history, k) for history in self.history] if k > 0 else [[] for _ in self.history]
-        )
+        proposals = [
+            self.lookup(history, k) if k > 0 and not done else []
+            for history, done in zip(self.history, self.done)
+        ]
         m = max(len(p) for p in proposals)
         items = torch.zeros(len(proposals), m, dtype=torch.long)
         for b, proposal in enumerate(proposals):
@@ -226,4 +239,7 @@ class NullDrafter:
         )
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
+        pass
+
+    def retire(self, done: torch.Tensor) -> None:
         pass

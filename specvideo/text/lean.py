@@ -48,6 +48,18 @@ class LeanCache:
     def crop(self, tokens_to_remove: int) -> None:
         self.length += tokens_to_remove  # negative: remove that many slots
 
+    def batch_select_indices(self, rows: torch.Tensor) -> None:
+        """Keep only these batch rows (finished rows leave the batch)."""
+        self.kv = self.kv[:, :, rows]
+
+    def gather_slots(self, order: torch.Tensor) -> None:
+        """Row b's slots become its slots ``order[b]`` (B, W): the holes squeezed out."""
+        L, two, B, H, capacity, D = self.kv.shape
+        index = order[None, None, :, None, :, None].expand(L, two, B, H, -1, D)
+        packed = torch.gather(self.kv[:, :, :, :, : self.length], 4, index)
+        self.kv = torch.cat([packed, packed.new_empty(L, two, B, H, capacity - packed.shape[4], D)], 4)
+        self.length = packed.shape[4]
+
     def get_seq_length(self) -> int:
         return self.length
 

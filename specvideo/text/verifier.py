@@ -17,7 +17,8 @@ class TargetVerifier:
     sampling: the processed target distribution p at each position, (B, k+1, V).
 
     Commit keeps the accepted prefix in the cache (cropping the rest), applies the stop rules
-    (max_new_tokens, end-of-sequence ids) and returns what each row emitted.
+    (max_new_tokens, end-of-sequence ids) and returns what each row emitted. Rows that finish leave
+    the target's cache and every state in ``followers`` (the drafter's: ``retire(done)``).
     """
 
     def __init__(
@@ -34,6 +35,7 @@ class TargetVerifier:
         self.context_length = context_length(model)
         self._warpers = sampling.warpers()
         self.calls = 0
+        self.followers: list = []
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, input_ids, attention_mask)
@@ -78,6 +80,10 @@ class TargetVerifier:
             emitted.append(self._emit(b, new))
         self.state.rollback(self._width + verdict.num_accepted)
         self.state.push(verdict.next_item[:, None])
+        done = ~self.active
+        if bool(done.any()):
+            for state in (self.state, *self.followers):
+                state.retire(done)
         return emitted
 
     def _emit(self, b: int, new: list[int]) -> list[int]:
