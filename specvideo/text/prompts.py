@@ -1,4 +1,6 @@
-"""Prompt normalisation: str / list of str / token-id lists / (B, T) tensor -> left-padded batch."""
+"""Prompt normalisation: str / chat messages / lists of either / token-id lists / (B, T) tensor ->
+left-padded batch. Chat messages ({"role", "content"} dicts) go through the tokenizer's chat
+template, ending with the assistant's turn opened (``add_generation_prompt``)."""
 
 from __future__ import annotations
 
@@ -79,7 +81,11 @@ def _token_rows(prompt, tokenizer) -> tuple[list[list[int]], bool]:
         raise ValueError(f"a prompt tensor must have shape (B, T) or (T,), got {tuple(prompt.shape)}")
     if isinstance(prompt, (str, bytes)):
         return [_tokenize(prompt, tokenizer)], False
+    if is_messages(prompt):
+        return [chat_ids(prompt, tokenizer)], False
     if isinstance(prompt, (list, tuple)):
+        if prompt and all(is_messages(p) for p in prompt):
+            return [chat_ids(p, tokenizer) for p in prompt], True
         if all(isinstance(p, (str, bytes)) for p in prompt):
             return [_tokenize(p, tokenizer) for p in prompt], True
         if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt) and prompt:
@@ -87,8 +93,35 @@ def _token_rows(prompt, tokenizer) -> tuple[list[list[int]], bool]:
         if all(isinstance(p, (list, tuple)) and all(isinstance(t, int) for t in p) for p in prompt):
             return [list(p) for p in prompt], True
     raise ValueError(
-        f"prompt must be a str, a list of str, a list of token-id lists or a (B, T) tensor, got {type(prompt).__name__}"
+        "prompt must be a str, chat messages (a list of {'role', 'content'} dicts), a list of either, "
+        f"a list of token-id lists or a (B, T) tensor, got {type(prompt).__name__}"
     )
+
+
+def is_messages(prompt) -> bool:
+    """A conversation: a non-empty list of dicts (each is checked by ``chat_ids``)."""
+    return isinstance(prompt, (list, tuple)) and bool(prompt) and all(isinstance(m, dict) for m in prompt)
+
+
+def chat_ids(messages, tokenizer) -> list[int]:
+    """The conversation through the tokenizer's chat template, the assistant's reply opened."""
+    if tokenizer is None:
+        raise ValueError("chat messages need a tokenizer with a chat template")
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("this model's tokenizer has no chat template: give plain text to continue instead")
+    for i, m in enumerate(messages):
+        if not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise ValueError(f"chat message {i} must have a str 'role' and a str 'content', got {sorted(m)}")
+        if m["role"] not in ("system", "user", "assistant"):
+            raise ValueError(f"chat message {i} has role {m['role']!r}; use system, user or assistant")
+    if messages[-1]["role"] == "assistant":
+        raise ValueError("the last chat message is the assistant's: end with a user message to reply to")
+    text = tokenizer.apply_chat_template(
+        [{"role": m["role"], "content": _utf8_text(m["content"])} for m in messages],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def _tokenize(text: str | bytes, tokenizer) -> list[int]:

@@ -1,4 +1,4 @@
-"""The shipped pair under models/text loads offline and decodes exactly (a few tokens, CPU)."""
+"""The tiny stdlib pair under models/text loads offline by path and decodes exactly (a few tokens, CPU)."""
 
 import json
 
@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from specvideo.cli import main
+from specvideo.paths import models_dir
 from specvideo.text import SpeculativeGenerator
 
 
@@ -15,8 +16,12 @@ def real_models(monkeypatch):
     monkeypatch.delenv("SPECVIDEO_MODELS", raising=False)
 
 
-def test_default_from_pretrained_loads_the_shipped_pair_and_is_exact():
-    gen = SpeculativeGenerator.from_pretrained()
+def tiny_pair() -> tuple[str, str]:
+    return str(models_dir() / "text" / "target"), str(models_dir() / "text" / "draft")
+
+
+def test_the_tiny_pair_loads_by_path_and_is_exact():
+    gen = SpeculativeGenerator.from_pretrained(*tiny_pair(), drafter="hybrid")
     assert gen.target is not None and gen.draft is not None and gen.tokenizer is not None
     assert gen.drafter_name == "hybrid" and gen._lean.vocab is not None  # lookup, else lean@2048
     prompt = "def quicksort(arr):\n"
@@ -29,7 +34,9 @@ def test_default_from_pretrained_loads_the_shipped_pair_and_is_exact():
     assert out.stats.accepted > 0
 
 
-def test_cli_text_runs_with_no_model_flags(capsys):
-    assert main(["text", "def quicksort(arr):", "--max-new-tokens", "16", "--json"]) == 0
+def test_cli_text_runs_the_tiny_pair(capsys):
+    target, draft = tiny_pair()
+    args = ["text", "def quicksort(arr):", "--target", target, "--draft", draft, "--drafter", "hybrid"]
+    assert main([*args, "--max-new-tokens", "16", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["stats"]["emitted"] >= 1 and isinstance(report["text"], str)
