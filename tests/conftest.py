@@ -58,7 +58,13 @@ def server(tiny_models):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPECVIDEO_MODELS", str(tiny_models))
-        config = replace(APP_DEFAULTS, port=free_port(), max_file_size=MAX_FILE_SIZE)
+        config = replace(
+            APP_DEFAULTS,
+            port=free_port(),
+            max_file_size=MAX_FILE_SIZE,
+            text_target=str(tiny_models / "text" / "target"),
+            text_draft=str(tiny_models / "text" / "draft"),
+        )
         demo = build_demo(config)
         _, url, _ = launch(demo, config, prevent_thread_lock=True, quiet=True)
         yield url

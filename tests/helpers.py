@@ -66,7 +66,16 @@ def tiny_tokenizer(vocab_size: int = 300):
     bpe.train_from_iterator(
         text, vocab_size=vocab_size, min_frequency=1, special_tokens=["<pad>", "<s>", "</s>"]
     )
-    return PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<pad>", bos_token="<s>", eos_token="</s>")
+    tok.chat_template = CHAT_TEMPLATE
+    return tok
+
+
+# a ChatML-like template over plain text; the reply's end of turn is the EOS token </s>
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}</s>\n{% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
 
 
 def save_model_dir(path, vocab_size: int, seed: int, tokenizer=None, **kwargs):

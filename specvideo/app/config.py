@@ -22,6 +22,9 @@ class AppConfig:
     max_new_tokens: int = 256
     max_prompt_chars: int = 4000
     cache_max_age_s: int = 3600  # uploads and outputs in gradio's cache: deleted after 1 to 2 x this
+    # the Text tab's pair: "" = SmolLM2-135M-Instruct with its trained draft (the library's default)
+    text_target: str = ""
+    text_draft: str = ""
 
 
 APP_DEFAULTS = AppConfig()

@@ -25,10 +25,8 @@ from specvideo.app.common import (
 )
 from specvideo.app.config import AppConfig
 from specvideo.core.types import SpecStats, Step
-from specvideo.paths import shipped
 from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator
 from specvideo.text.config import LEAN_DRAFTERS
-from specvideo.text.vocab import ranked_vocabulary
 
 ACCEPTED, CORRECTION, BONUS = "accepted draft", "target correction", "bonus token"
 COLORS = {ACCEPTED: "#4caf50", CORRECTION: "#f44336", BONUS: "#2196f3"}
@@ -47,35 +45,33 @@ EXAMPLES = [
 
 @cached
 def load_pair(target_dir: str, draft_dir: str) -> SpeculativeGenerator:
-    """The shipped target and draft, loaded once per process; every request reuses the weights."""
-    return SpeculativeGenerator.from_pretrained(target_dir, draft_dir)
+    """The Text tab's target and draft, loaded once per process; every request reuses the weights.
+    Empty paths load the library's default pair (SmolLM2-135M-Instruct and its trained draft)."""
+    if not target_dir:
+        return SpeculativeGenerator.from_pretrained(drafter="hybrid")
+    return SpeculativeGenerator.from_pretrained(target_dir, draft_dir or None, drafter="hybrid" if draft_dir else "ngram")
 
 
-def make_generator(drafter: str, k: int) -> SpeculativeGenerator:
+def make_generator(config: AppConfig, drafter: str, k: int) -> SpeculativeGenerator:
     """A generator over the cached models: "model" (run lean when the draft is a Llama), "hybrid"
-    (prompt lookup, else the lean draft), "ngram", or "none" (target-only)."""
-    base = load_pair(str(shipped("text", "target")), str(shipped("text", "draft")))
-    check(base.tokenizer is not None, "the shipped target model has no tokenizer")
+    (prompt lookup, else the lean draft), "ngram", or "none" (target-only). The lean drafters use
+    the FR-Spec vocabulary ``from_pretrained`` chose."""
+    base = load_pair(config.text_target, config.text_draft)
+    check(base.tokenizer is not None, "the text target model has no tokenizer")
+    if drafter in ("model", "hybrid"):
+        check(base.draft is not None, "the text target has no draft model: use the n-gram drafter")
     if drafter == "model" and base.draft.config.model_type == "llama":
         drafter = "lean"
-    vocab = None
-    if drafter in LEAN_DRAFTERS:
-        vocab = draft_vocab(str(shipped("text", "draft")), base.draft.config.vocab_size)
+    vocab = base._lean.vocab if drafter in LEAN_DRAFTERS and base._lean is not None else None
     return SpeculativeGenerator(
         base.target,
         base.tokenizer,
-        base.draft,
+        base.draft if drafter != "ngram" and drafter != "none" else None,
         drafter=drafter,
         num_draft_tokens=k,
         device=base.device,
         draft_vocab=vocab,
     )
-
-
-@cached
-def draft_vocab(draft_dir: str, vocab_size: int) -> torch.Tensor | None:
-    """The lean drafter's default restricted vocabulary (FR-Spec), as ``from_pretrained`` picks it."""
-    return ranked_vocabulary(draft_dir, TEXT_DEFAULTS.draft_vocab_size, vocab_size)
 
 
 def origins(step: Step) -> list[str]:
@@ -92,7 +88,7 @@ class ColouredText:
     A token that ends inside a multi-byte character adds no text; the token completing it does."""
 
     tokenizer: object
-    prompt: str
+    prompt: str | list[dict]
     ids: list[int] = field(default_factory=list)
     spans: list[list] = field(default_factory=list)
     decoded: str = ""
@@ -117,7 +113,7 @@ class ColouredText:
 
 @dataclass(frozen=True)
 class TextRequest:
-    prompt: str
+    prompt: str | list[dict]
     drafter: str
     k: int
     temperature: float
@@ -141,8 +137,8 @@ class Baseline:
     same_tokens: bool | None  # None when sampling: equal in distribution, not token for token
 
 
-def run_target_only(request: TextRequest, spec_ids: list[int]) -> Baseline:
-    out = make_generator("none", 1).generate(request.prompt, **request.generate_kwargs())
+def run_target_only(config: AppConfig, request, spec_ids: list[int]) -> Baseline:
+    out = make_generator(config, "none", 1).generate(request.prompt, **request.generate_kwargs())
     same = out.token_ids == spec_ids if request.temperature == 0 else None
     return Baseline(out.stats.time_total, out.stats.target_calls, same)
 
@@ -195,14 +191,14 @@ class TextTab:
     def generate(self, prompt, drafter, k, temperature, max_new_tokens, seed, compare) -> Iterator[tuple]:
         with user_errors():
             request = self.request(prompt, drafter, k, temperature, max_new_tokens, seed)
-            gen = make_generator(request.drafter, request.k)
+            gen = make_generator(self.config, request.drafter, request.k)
             text = ColouredText(gen.tokenizer, request.prompt)
             run = gen.start(request.prompt, **request.generate_kwargs())  # rounds, not only text
             for step in run.steps():
                 text.add(step.emitted[0], origins(step))
                 yield text.value(), stats_rows(run.stats)
             if compare:
-                yield text.value(), stats_rows(run.stats, run_target_only(request, text.ids))
+                yield text.value(), stats_rows(run.stats, run_target_only(self.config, request, text.ids))
 
     def build(self) -> None:
         d, c = TEXT_DEFAULTS, self.config

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import gradio as gr
 
+from specvideo.app.chat_tab import ChatPanel
 from specvideo.app.config import AppConfig, from_env
 from specvideo.app.text_tab import TextTab
 from specvideo.app.video_tab import VideoTab
@@ -17,7 +18,8 @@ A cheap drafter proposes k items ahead, an expensive model checks them all in on
 what passes is kept, the rest is corrected. **Video**: a frame predictor drafts frames, a
 conditional diffusion model refines them; a frame whose similarity to its refinement is at least
 τ is kept, the first rejected one is regenerated from noise. **Text**: a small draft LM (or an
-n-gram lookup) drafts tokens that the target LM verifies exactly."""
+n-gram lookup) drafts tokens that the target LM (SmolLM2-135M-Instruct by default) verifies
+exactly, for code completion or chat."""
 
 
 def limits_text(c: AppConfig) -> str:
@@ -44,7 +46,11 @@ def build_demo(config: AppConfig | None = None) -> gr.Blocks:
             with gr.Tab("Video", id="video"):
                 VideoTab(config).build()
             with gr.Tab("Text", id="text"):
-                TextTab(config).build()
+                with gr.Tabs():
+                    with gr.Tab("Code completion", id="text-complete"):
+                        TextTab(config).build()
+                    with gr.Tab("Chat", id="text-chat"):
+                        ChatPanel(config).build()
     return demo.queue(default_concurrency_limit=config.concurrency, max_size=config.queue_size)
 
 

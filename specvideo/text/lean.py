@@ -87,10 +87,11 @@ class LeanLlama(nn.Module):
         with torch.no_grad():
             self.embed = model.model.embed_tokens.weight.detach()
             self.layers = [_fuse(layer) for layer in model.model.layers]
-            head = (model.lm_head.weight * model.model.norm.weight).detach()  # (V, d), final norm folded in
+            head = model.lm_head.weight.detach()  # (V, d)
             self.vocab_size = head.shape[0]
             self.vocab = None if vocab is None else check_vocabulary(vocab, self.vocab_size).to(head.device)
-            self.lm_head = head if self.vocab is None else head[self.vocab].contiguous()  # (V', d)
+            rows = head if self.vocab is None else head[self.vocab]  # (V', d): only the rows it proposes
+            self.lm_head = (rows * model.model.norm.weight).contiguous()  # the final norm folded in
             self.cos, self.sin = self._rope_tables(model)  # (T, D) each
 
     def _rope_tables(self, model: PreTrainedModel) -> tuple[torch.Tensor, torch.Tensor]:

@@ -96,29 +96,51 @@ def step(num_accepted: int, drafted: int, emitted: int) -> Step:
 
 
 def test_app_model_drafter_uses_the_ranked_draft_vocabulary(tmp_path, monkeypatch):
-    """The app runs the lean drafter with the same FR-Spec vocabulary as from_pretrained()."""
+    """The app's lean drafters reuse the FR-Spec vocabulary from_pretrained() chose for its pair."""
     from dataclasses import replace
 
-    from specvideo.app import text_tab
+    from specvideo.app import APP_DEFAULTS, text_tab
     from specvideo.text.vocab import save_token_ranking
     from tests.conftest import save_tiny_models
 
     root = save_tiny_models(tmp_path, video=False)
-    monkeypatch.setenv("SPECVIDEO_MODELS", str(root))
-    monkeypatch.setattr(text_tab, "TEXT_DEFAULTS", replace(text_tab.TEXT_DEFAULTS, draft_vocab_size=50))
-    assert text_tab.make_generator("model", 3)._lean.vocab is None  # no ranking beside the draft
-    ranked = tmp_path / "ranked"
-    save_tiny_models(ranked, video=False)
-    vocab_size = text_tab.make_generator("ngram", 3).target.config.vocab_size
-    save_token_ranking(ranked / "text" / "draft", list(range(vocab_size - 1, -1, -1)), "test")
-    monkeypatch.setenv("SPECVIDEO_MODELS", str(ranked))
-    gen = text_tab.make_generator("model", 3)
+    target, draft = root / "text" / "target", root / "text" / "draft"
+    config = replace(APP_DEFAULTS, text_target=str(target), text_draft=str(draft))
+    assert text_tab.make_generator(config, "model", 3)._lean.vocab is None  # no ranking beside the draft
+    vocab_size = text_tab.make_generator(config, "ngram", 3).target.config.vocab_size
+    save_token_ranking(draft, list(range(vocab_size - 1, -1, -1)), "test")
+    ranked = SpeculativeGenerator.from_pretrained(str(target), str(draft), drafter="hybrid", draft_vocab_size=50)
+    monkeypatch.setattr(text_tab, "load_pair", lambda *paths: ranked)
+    gen = text_tab.make_generator(config, "model", 3)
     assert gen.drafter_name == "lean" and gen._lean.vocab.tolist() == list(range(vocab_size - 50, vocab_size))
-    plain = text_tab.make_generator("none", 3).generate("def f(x):", max_new_tokens=8, stop=None)
+    plain = text_tab.make_generator(config, "none", 3).generate("def f(x):", max_new_tokens=8, stop=None)
     assert gen.generate("def f(x):", max_new_tokens=8, stop=None).token_ids == plain.token_ids
-    hybrid = text_tab.make_generator("hybrid", 3)  # prompt lookup, else the same lean drafter
+    hybrid = text_tab.make_generator(config, "hybrid", 3)  # prompt lookup, else the same lean drafter
     assert hybrid.drafter_name == "hybrid" and hybrid._lean.vocab.tolist() == gen._lean.vocab.tolist()
     assert hybrid.generate("def f(x):", max_new_tokens=8, stop=None).token_ids == plain.token_ids
+
+
+def test_chat_streams_a_reply_and_keeps_the_conversation(client, tiny_models):
+    shown, history, table = client.predict(
+        message="hello there", history=[], shown=[], max_new_tokens=12, api_name="/chat"
+    )[:3]
+    assert [m["role"] for m in history] == ["user", "assistant"] and history[0]["content"] == "hello there"
+    content = shown[-1]["content"]  # gradio 6 sends [{"text", "type"}]
+    content = "".join(c["text"] for c in content) if isinstance(content, list) else content
+    assert "<span style=" in content  # coloured by origin
+    gen = SpeculativeGenerator.from_pretrained(str(tiny_models / "text" / "target"), str(tiny_models / "text" / "draft"))
+    expected = gen.generate([{"role": "user", "content": "hello there"}], max_new_tokens=12).text
+    assert history[1]["content"] == expected.strip()
+    shown2, history2, _ = client.predict(
+        message="and again", history=history, shown=shown, max_new_tokens=8, api_name="/chat"
+    )[:3]
+    assert len(history2) == 4 and history2[:2] == history
+    assert stats_dict(table)["tokens generated"].isdigit()
+
+
+def test_chat_rejects_an_empty_message(client):
+    with pytest.raises(AppError, match="the message is empty"):
+        client.predict(message="  ", history=[], shown=[], api_name="/chat")
 
 
 def test_token_origins_per_round():
