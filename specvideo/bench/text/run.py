@@ -1,0 +1,246 @@
+"""Running the text benchmark: load, encode each workload's prompts, run every method on every
+prompt ``repeats`` times (prompts outer, methods inner, so a slow spell hits all alike), and
+measure the decode costs."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+
+import numpy as np
+import torch
+
+from specvideo.bench.measure import progress_bar
+from specvideo.bench.measure import sync as _sync
+from specvideo.bench.report import machine_info
+from specvideo.bench.text.config import BENCH_TEXT_DEFAULTS, BenchTextConfig, parse_drafter
+from specvideo.bench.text.methods import CallCounter, build_methods
+from specvideo.bench.text.prompts import BenchPrompt, load_prompts_jsonl, workload_prompts
+from specvideo.bench.text.results import BenchResults, aggregate, assistant_settings
+from specvideo.text.state import context_length
+
+
+def run_benchmark(
+    config: BenchTextConfig = BENCH_TEXT_DEFAULTS,
+    *,
+    target=None,
+    draft=None,
+    tokenizer=None,
+    prompts: Sequence[BenchPrompt | str] | None = None,
+    progress: bool = False,
+) -> BenchResults:
+    """Run every method of ``config`` on the same prompts and aggregate per workload.
+
+    target / draft / tokenizer: already-loaded models (default: loaded from ``config.target`` and
+    ``config.draft``, or the library's default pair). prompts: default ``config.prompts`` (a JSONL
+    file) or each workload's prompts of ``config.split``.
+    """
+    device = torch.device(config.device)
+    if target is None:
+        target, draft, tokenizer = load_models(config)
+    if tokenizer is None:
+        raise ValueError("the text benchmark needs a tokenizer (none given, none in the target directory)")
+    target = target.to(device).eval()
+    draft = draft.to(device).eval() if draft is not None else None
+    bench_prompts = resolve_prompts(config, prompts)
+    context = min(context_length(m) for m in (target, draft) if m is not None)
+    prompt_ids = [encode(p, tokenizer, context, config.max_new_tokens, device) for p in bench_prompts]
+    vocabs = draft_vocabularies(config, draft)
+    methods = build_methods(config, target, draft, tokenizer, vocabs)
+    counter = CallCounter(target)
+    records: dict[tuple[str, str, float], dict[str, list]] = {}
+    runs = sum(len(_at(methods, config, t)) for t in config.temperatures)
+    bar = progress_bar(runs * (len(prompt_ids) * config.repeats + 1), progress, "bench text")
+    try:
+        with torch.inference_mode():
+            for temperature in config.temperatures:
+                here = _at(methods, config, temperature)
+                for method in here:  # one untimed warm-up per method
+                    _run_once(method, prompt_ids[0], temperature, config.seed, device, counter)
+                    bar.update()
+                for repeat in range(config.repeats):
+                    for index, (prompt, ids) in enumerate(zip(bench_prompts, prompt_ids)):
+                        for method in here:
+                            bar.set_postfix_str(f"T={temperature:g} r{repeat} {method.name}", refresh=False)
+                            tokens, calls, stats, elapsed = _run_once(
+                                method, ids, temperature, config.seed + index, device, counter
+                            )
+                            if len(tokens) != config.max_new_tokens:
+                                raise RuntimeError(
+                                    f"{method.name} generated {len(tokens)} tokens instead of "
+                                    f"{config.max_new_tokens} on prompt {prompt.source}"
+                                )
+                            rec = records.setdefault((prompt.workload, method.name, temperature), new_record())
+                            for key, value in (("times", elapsed), ("tokens", tokens), ("calls", calls),
+                                               ("stats", stats), ("repeat", repeat), ("prompt", index)):
+                                rec[key].append(value)
+                            bar.update()
+    finally:
+        counter.close()
+        bar.close()
+    workloads = list(dict.fromkeys(p.workload for p in bench_prompts))
+    rows = [
+        aggregate(method, workload, temperature, records)
+        for workload in workloads
+        for temperature in config.temperatures
+        for method in _at(methods, config, temperature)
+    ]
+    settings = {
+        "decode_ms": decode_costs(target, draft, prompt_ids[0], vocabs) if draft is not None else None,
+        **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
+        "workloads_run": workloads,
+        "num_prompts_run": {w: sum(p.workload == w for p in bench_prompts) for w in workloads},
+        "prompt_tokens": {w: [int(ids.shape[1]) for p, ids in zip(bench_prompts, prompt_ids) if p.workload == w]
+                          for w in workloads},
+        "hf_assisted": assistant_settings(draft) if "hf-assisted" in config.methods else None,
+    }
+    return BenchResults(rows=rows, prompts=bench_prompts, settings=settings, machine=machine_info(device))
+
+
+def _at(methods, config: BenchTextConfig, temperature: float):
+    families = config.families_at(temperature)
+    return [m for m in methods if m.family in families]
+
+
+def _run_once(method, ids, temperature, seed, device, counter):
+    if method.reset is not None:
+        method.reset()
+    counter.count = 0
+    _sync(device)
+    start = time.perf_counter()
+    tokens, stats = method.run(ids, temperature, seed)
+    _sync(device)
+    elapsed = time.perf_counter() - start
+    return tokens, (stats.target_calls if stats is not None else counter.count), stats, elapsed
+
+
+def new_record() -> dict[str, list]:
+    return {"times": [], "tokens": [], "calls": [], "stats": [], "repeat": [], "prompt": []}
+
+
+def load_models(config: BenchTextConfig):
+    """(target, draft or None, tokenizer): from the config's directories, or the default pair."""
+    from specvideo.text import SpeculativeGenerator
+
+    if config.target is not None and not os.path.isdir(config.target):
+        raise ValueError(f"target model directory {config.target!r} does not exist (pass --target DIR)")
+    if config.draft is not None and config.needs_draft and not os.path.isdir(config.draft):
+        raise ValueError(f"draft model directory {config.draft!r} does not exist (pass --draft DIR)")
+    draft_path = config.draft if config.needs_draft else None
+    if config.target is None:
+        gen = SpeculativeGenerator.from_pretrained(None, draft_path, drafter="model")
+    else:
+        gen = SpeculativeGenerator.from_pretrained(config.target, draft_path, drafter="model" if draft_path else "ngram")
+    if config.needs_draft and gen.draft is None:
+        raise ValueError("the methods hf-assisted and ours-draft need a draft model (pass --draft DIR)")
+    if gen.tokenizer is None:
+        raise ValueError(f"no tokenizer found in the target directory {config.target!r}: the benchmark needs one")
+    return gen.target, gen.draft if config.needs_draft else None, gen.tokenizer
+
+
+def resolve_prompts(config: BenchTextConfig, prompts) -> list[BenchPrompt]:
+    if prompts is not None:
+        out = [p if isinstance(p, BenchPrompt) else BenchPrompt(str(p), f"prompt {i}") for i, p in enumerate(prompts)]
+        if not out:
+            raise ValueError("the list of prompts is empty")
+        return out
+    if config.prompts is not None:
+        loaded = load_prompts_jsonl(config.prompts)
+        return loaded[: config.num_prompts] if config.num_prompts else loaded
+    return [p for w in config.workloads for p in workload_prompts(w, config.split, config.num_prompts)]
+
+
+def encode(prompt: BenchPrompt, tokenizer, context: int, max_new_tokens: int, device) -> torch.Tensor:
+    """Token ids (1, T) of a prompt (chat: through the chat template); it and max_new_tokens must
+    fit the target's (and draft's) context."""
+    from specvideo.text.prompts import chat_ids
+
+    if prompt.chat:
+        ids = chat_ids([{"role": "user", "content": prompt.text}], tokenizer)
+    else:
+        ids = list(tokenizer(prompt.text)["input_ids"])
+    if not ids:
+        raise ValueError(f"prompt {prompt.source} encodes to no tokens")
+    if len(ids) + max_new_tokens > context:
+        raise ValueError(
+            f"prompt {prompt.source} has {len(ids)} tokens; + max_new_tokens={max_new_tokens} exceeds "
+            f"the context length of {context} tokens (of the target, and of the draft when one is used)"
+        )
+    return torch.tensor([ids], dtype=torch.long, device=device)  # (1, T)
+
+
+def draft_vocabularies(config: BenchTextConfig, draft) -> dict[str, torch.Tensor]:
+    """The token ids of each "lean@N" / "hybrid@N" drafter, from the ranking saved beside the draft."""
+    from specvideo.text.vocab import draft_vocabulary, load_token_ranking
+
+    specs = {spec: parse_drafter(spec)[1] for spec in config.drafters if "ours-draft" in config.methods}
+    specs = {spec: size for spec, size in specs.items() if size is not None}
+    if not specs:
+        return {}
+    draft_dir = config.draft or _default_draft_dir()
+    ranking = load_token_ranking(draft_dir) if os.path.isdir(draft_dir) else None
+    if ranking is None:
+        raise ValueError(
+            f"drafter {next(iter(specs))!r} needs the token ranking beside the draft ({draft_dir}/token_ranking.json)"
+        )
+    vocab_size = draft.config.vocab_size
+    out = {spec: draft_vocabulary(ranking, size, vocab_size) for spec, size in specs.items()}
+    return {spec: vocab for spec, vocab in out.items() if vocab is not None}
+
+
+def _default_draft_dir() -> str:
+    from specvideo.paths import shipped
+    from specvideo.text.generator import DEFAULT_DRAFT
+
+    return str(shipped(*DEFAULT_DRAFT))
+
+
+TARGET_WIDTHS = (1, 2, 4, 8)
+
+
+def decode_costs(
+    target, draft, prompt: torch.Tensor, vocabs: dict[str, torch.Tensor] | None = None,
+    tokens: int = 32, repeats: int = 5,
+) -> dict[str, float]:
+    """Median wall time (ms) of one decode forward after the prompt: the target fed 1, 2, 4 and 8
+    tokens at once ("target@n"), and the draft per token run by transformers and by LeanLlama
+    (Llama drafts; also "draft_lean@N" per restricted vocabulary). The models take turns within
+    each repeat, so a drift in the machine's speed reaches all of them alike."""
+    from specvideo.text.lean import LeanLlama
+
+    models = {f"target@{n}": (target, n) for n in TARGET_WIDTHS}
+    models["draft"] = (draft, 1)
+    if getattr(draft.config, "model_type", None) == "llama":
+        models["draft_lean"] = (LeanLlama(draft), 1)
+        for vocab in (vocabs or {}).values():
+            models[f"draft_lean@{len(vocab)}"] = (LeanLlama(draft, vocab), 1)
+    samples: dict[str, list[float]] = {name: [] for name in models}
+    for _ in range(repeats):
+        for name, (model, width) in models.items():
+            samples[name].append(_forward_ms(model, prompt, width, tokens))
+    costs = {name: float(np.median(times)) for name, times in samples.items()}
+    costs["target"] = costs["target@1"]
+    for name in [n for n in costs if n.startswith("draft")]:
+        costs[f"{name}_over_target"] = costs[name] / costs["target@1"]
+    return costs
+
+
+def _forward_ms(model, prompt: torch.Tensor, width: int, steps: int) -> float:
+    """Mean time of ``steps`` forwards of ``width`` tokens over the cache after a prefill of
+    ``prompt`` (1, T), each rolled back (as a rejected draft is)."""
+    from specvideo.text.state import CausalLMState
+
+    state = CausalLMState(model, prompt, torch.ones_like(prompt))
+    state.forward()
+    block = prompt[:, -1:].repeat(1, width)  # (1, width)
+    times = []
+    for _ in range(steps):
+        state.mark_round()
+        start = time.perf_counter()
+        state.forward(block, num_logits=width)
+        times.append(time.perf_counter() - start)
+        state.rollback(torch.zeros(1, dtype=torch.long))
+    return statistics.fmean(times) * 1e3
