@@ -71,6 +71,9 @@ class SpeculativeGenerator:
     last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no model) or "none"
     (plain target-only decoding through the same loop, the baseline).
 
+    lean_target: run the target's forwards with ``LeanLlama`` as well (Llama targets): on CPU a
+    verification block costs much less than through transformers (docs/BENCHMARKS.md "Text").
+
     draft_vocab: token ids the lean (or hybrid) drafter may propose (FR-Spec,
     ``specvideo.text.vocab``); None for the whole vocabulary. ``from_pretrained`` takes the
     ``draft_vocab_size`` most frequent tokens from the ranking saved beside the draft.
@@ -89,6 +92,7 @@ class SpeculativeGenerator:
         confidence_threshold: float = D.confidence_threshold,
         draft_vocab: torch.Tensor | list[int] | None = None,
         draft_tokenizer=None,
+        lean_target: bool | LeanLlama = False,
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
@@ -110,6 +114,13 @@ class SpeculativeGenerator:
         lean_ok = self.draft is not None and getattr(self.draft.config, "model_type", None) == "llama"
         self._lean = LeanLlama(self.draft, draft_vocab) if drafter in LEAN_DRAFTERS and lean_ok else None
         self.lean_fallback = drafter in LEAN_DRAFTERS and not lean_ok
+        # the target's forward passes run by LeanLlama too (the same weights; logits equal to
+        # transformers' up to float rounding, so greedy identity is checked, not assumed)
+        if lean_target and getattr(self.target.config, "model_type", None) != "llama":
+            raise ValueError("lean_target=True runs Llama-architecture targets only")
+        self._lean_target = (
+            lean_target if isinstance(lean_target, LeanLlama) else LeanLlama(self.target) if lean_target else None
+        )  # a LeanLlama already built over this target is reused (the app builds one per process)
         self.drafter_name = drafter
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
@@ -219,7 +230,8 @@ class SpeculativeGenerator:
         _check_context(encoded.max_length, max_new_tokens, context_length(self.target))
         if self.draft is not None and self.drafter_name != "ngram":  # drafts never run past the target's room
             _check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
-        verifier = TargetVerifier(self.target, sampling, max_new_tokens, self._stop_ids(stop))
+        runner = self._lean_target if self._lean_target is not None else self.target
+        verifier = TargetVerifier(runner, sampling, max_new_tokens, self._stop_ids(stop))
         drafter = self._make_drafter(sampling, generator)
         for part in (verifier, drafter):
             part.start(encoded.input_ids, encoded.attention_mask)

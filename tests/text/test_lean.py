@@ -104,3 +104,27 @@ def test_rope_tables_have_one_row_per_position_not_per_head():
     assert cos.shape == (1, lean.heads + 2 * lean.kv_heads, 3, D)
     assert torch.equal(cos[0, -lean.kv_heads :], torch.ones(lean.kv_heads, 3, D))  # v heads unrotated
     assert torch.equal(sin[0, -lean.kv_heads :], torch.zeros(lean.kv_heads, 3, D))
+
+
+@pytest.mark.parametrize("drafter", ["hybrid", "ngram", "none"])
+def test_a_lean_target_verifies_exactly(drafter):
+    """lean_target=True: the target's forwards run by LeanLlama too; greedy output still equals
+    the target's own generate(), alone and in a ragged batch with early stops (rows retire)."""
+    from tests.text.test_greedy_exact import reference
+
+    target = tiny_llama(64, seed=0, logit_scale=8.0)
+    draft = perturbed_copy(target, noise=0.2) if drafter == "hybrid" else None
+    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=4, lean_target=True)
+    assert isinstance(gen.start([5, 6], max_new_tokens=2).verifier.model, LeanLlama)
+    prompts = random_prompts(4, 64, seed=9, max_len=10)
+    out = gen.generate(prompts, max_new_tokens=20, stop=[2])
+    for prompt, ids in zip(prompts, out.token_ids):
+        ref = reference(target, prompt, 20, eos=[2])
+        assert ids == ref
+    reused = SpeculativeGenerator(target, drafter="none", lean_target=gen._lean_target)
+    assert reused._lean_target is gen._lean_target
+    with pytest.raises(ValueError, match="Llama-architecture targets only"):
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        gpt = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2)).eval()
+        SpeculativeGenerator(gpt, drafter="none", lean_target=True)
