@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from specvideo.core.acceptance import greedy_match, rejection_sample
@@ -34,6 +36,7 @@ from specvideo.text.vocab import ranked_vocabulary
 
 D = TEXT_DEFAULTS
 DEFAULT_DRAFT = ("smollm2-draft",)  # under models/: the draft trained for SmolLM2-135M-Instruct
+DEFAULT_LEAN_TARGET = False  # the default pair verifies through transformers unless measured faster
 
 
 @dataclass
@@ -146,13 +149,19 @@ class SpeculativeGenerator:
         drafter and a ``token_ranking.json`` beside the draft, the draft proposes only the
         ``draft_vocab_size`` most frequent tokens (0 = all).
         """
-        if target_path is None:
+        default = target_path is None
+        if default:
             target_path = str(smollm2_dir())
             draft_path = draft_path or str(shipped(*DEFAULT_DRAFT))
             kwargs.setdefault("drafter", "hybrid")
-        target = load_causal_lm(target_path, dtype)
-        tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
-        draft = load_draft(draft_path, target, dtype) if draft_path else None
+            kwargs.setdefault("lean_target", DEFAULT_LEAN_TARGET)
+        with tqdm(total=3, desc=f"loading {Path(target_path).name}", unit="part", disable=not default, leave=False) as bar:
+            target = load_causal_lm(target_path, dtype)
+            bar.update()
+            tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
+            bar.update()
+            draft = load_draft(draft_path, target, dtype) if draft_path else None
+            bar.update()
         if draft is not None and draft.config.vocab_size != target.config.vocab_size:
             kwargs.setdefault("draft_tokenizer", _load_tokenizer(draft_path))
         kwargs.setdefault("drafter", "model" if draft is not None else "ngram")

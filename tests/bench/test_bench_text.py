@@ -320,3 +320,18 @@ def test_splits_are_disjoint_and_never_the_drafts_training_prompts():
     assert not {p.text for p in tuning} & {p.text for p in heldout}
     trained = set(training_chat(5000, seed=0)) | set(training_chat(5000, seed=1000))
     assert not trained & (set(CHAT_TUNING) | set(CHAT_HELDOUT))
+
+
+def test_lean_verifier_rows_are_exact_and_decode_costs_list_both_runners(dirs):
+    cfg = config(dirs, methods=("hf-target", "ours-draft", "ours-ngram"), verifiers=("transformers", "lean"),
+                 ks=(3,), temperatures=(0.0,), max_new_tokens=6)
+    results = run_benchmark(cfg)
+    names = [r.method for r in results.rows]
+    assert names == ["hf-target", "ours-model-heuristic-k3", "ours-model-heuristic-k3+lean",
+                     "ours-ngram-k4", "ours-ngram-k4+lean"]
+    assert all(r.exact_match == 1.0 for r in results.rows)
+    decode = results.settings["decode_ms"]
+    assert {"target@1", "target@8", "target_lean@1", "target_lean@4"} <= set(decode)
+    from specvideo.bench.text.report import decode_table
+
+    assert "| target (LeanLlama), 4 tokens at once |" in decode_table(decode)

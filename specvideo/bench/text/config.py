@@ -10,6 +10,7 @@ SCHEDULES = ("constant", "heuristic", "confidence")
 HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
 WORKLOADS = ("code", "chat")
 SPLITS = ("tuning", "heldout")
+VERIFIERS = ("transformers", "lean")  # how our loop runs the target's forwards
 
 # Targets from the issue: (key, description, threshold), checked per workload.
 TARGETS = (
@@ -51,7 +52,8 @@ class BenchTextConfig:
     drafter restricted to the N most frequent tokens; "hybrid" / "hybrid@N" look the context up
     first and draft with that lean drafter otherwise. hf-assisted sweeps ``num_assistant_tokens``
     over ``assistant_ks`` for each of ``assistant_schedules``; both prompt-lookup methods sweep
-    ``lookup_ks``. repeats: every prompt runs this many times per method (methods interleaved);
+    ``lookup_ks``. verifiers: our methods run the target through transformers and/or LeanLlama
+    ("lean": ``SpeculativeGenerator(lean_target=True)``, rows suffixed "+lean"). repeats: every prompt runs this many times per method (methods interleaved);
     speedups are medians over prompts per repeat, reported as the median over repeats and its
     spread.
     """
@@ -69,6 +71,7 @@ class BenchTextConfig:
     assistant_ks: tuple[int, ...] = (4,)
     assistant_schedules: tuple[str, ...] = ("heuristic",)
     lookup_ks: tuple[int, ...] = (4,)
+    verifiers: tuple[str, ...] = ("transformers",)  # ours: the target run by transformers and/or "lean"
     temperatures: tuple[float, ...] = (0.0, 0.7)
     top_p: float = 0.9
     methods: tuple[str, ...] = FAMILIES
@@ -81,7 +84,7 @@ class BenchTextConfig:
     def __post_init__(self) -> None:
         for name in (
             "workloads", "drafters", "schedules", "ks", "assistant_ks", "assistant_schedules",
-            "lookup_ks", "temperatures", "methods", "sampled_methods",
+            "lookup_ks", "verifiers", "temperatures", "methods", "sampled_methods",
         ):  # tuples, no repeats
             object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
         if not isinstance(self.num_prompts, int) or isinstance(self.num_prompts, bool) or self.num_prompts < 0:
@@ -93,6 +96,7 @@ class BenchTextConfig:
         _choose("method", self.methods, FAMILIES, allow_empty=False)
         _choose("method", self.sampled_methods, FAMILIES, allow_empty=True)
         _choose("schedule", self.schedules, SCHEDULES, allow_empty=False)
+        _choose("verifier", self.verifiers, VERIFIERS, allow_empty=False)
         _choose("assistant schedule", self.assistant_schedules, HF_SCHEDULES, allow_empty=False)
         for name in ("ks", "assistant_ks", "lookup_ks"):
             if not getattr(self, name):

@@ -59,14 +59,27 @@ def build_methods(
     n, top_p = config.max_new_tokens, config.top_p
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
     methods: list[Method] = []
+    from specvideo.text.lean import LeanLlama
+
+    lean = LeanLlama(target) if "lean" in config.verifiers and target.config.model_type == "llama" else None
+    verifiers = [(v, lean if v == "lean" else False) for v in config.verifiers if v != "lean" or lean is not None]
+
+    def ours(name: str, family: str, row: tuple, **kwargs) -> list[Method]:
+        """One Method per verifier; row = (drafter label, schedule, k) for the table."""
+        out = []
+        for verifier, lean_target in verifiers:
+            gen = SpeculativeGenerator(target, tokenizer, lean_target=lean_target, **kwargs)
+            suffix = "+lean" if verifier == "lean" else ""
+            out.append(Method(name + suffix, family, _ours_runner(gen, n, top_p), *row))
+        return out
+
     for family in FAMILIES:
         if family not in config.methods:
             continue
         if family == "hf-target":
             methods.append(Method("hf-target", family, hf()))
         elif family == "ours-target":
-            gen = SpeculativeGenerator(target, tokenizer, drafter="none")
-            methods.append(Method("ours-target", family, _ours_runner(gen, n, top_p)))
+            methods += ours("ours-target", family, (None, None, None), drafter="none")
         elif family == "hf-assisted":
             for schedule in config.assistant_schedules:
                 for k in config.assistant_ks:
@@ -80,16 +93,15 @@ def build_methods(
             for name in config.drafters:
                 for schedule in config.schedules:
                     for k in config.ks:
-                        gen = SpeculativeGenerator(
-                            target, tokenizer, draft=draft, drafter=parse_drafter(name)[0],
-                            num_draft_tokens=k, schedule=schedule, draft_vocab=(vocabs or {}).get(name),
+                        methods += ours(
+                            f"ours-{name}-{schedule}-k{k}", family, (name, schedule, k), draft=draft,
+                            drafter=parse_drafter(name)[0], num_draft_tokens=k, schedule=schedule,
+                            draft_vocab=(vocabs or {}).get(name),
                         )
-                        methods.append(Method(f"ours-{name}-{schedule}-k{k}", family, _ours_runner(gen, n, top_p),
-                                              name, schedule, k))
         elif family == "ours-ngram":
             for k in config.lookup_ks:
-                gen = SpeculativeGenerator(target, tokenizer, drafter="ngram", num_draft_tokens=k, schedule="constant")
-                methods.append(Method(f"ours-ngram-k{k}", family, _ours_runner(gen, n, top_p), "ngram", "constant", k))
+                methods += ours(f"ours-ngram-k{k}", family, ("ngram", "constant", k), drafter="ngram",
+                                num_draft_tokens=k, schedule="constant")
     return methods
 
 

