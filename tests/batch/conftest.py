@@ -38,7 +38,7 @@ def prompts(tmp_path):
         {"prompt": "class A:", "max_new_tokens": 4},
         "this line is not JSON",
         {"prompt": "import os", "temperature": 0.8, "seed": 3},
-        {"messages": [{"role": "user", "content": "hi"}]},  # the tiny tokenizer has no chat template
+        {"messages": [{"role": "user", "content": "hi"}]},  # through the tiny tokenizer's chat template
         {"prompt": "x = 1"},
     ]
     path = tmp_path / "prompts.jsonl"

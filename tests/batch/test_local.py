@@ -70,8 +70,8 @@ def test_text_local_results_with_bad_lines(models, prompts, tmp_path):
     rows = run_text(
         str(prompts), str(out), target=target, draft=draft, drafter="model", max_new_tokens=6, progress=False
     )
-    assert [r["status"] for r in rows] == ["ok", "ok", "error", "ok", "error", "ok"]
-    assert "line 3 is not JSON" in rows[2]["reason"] and "chat template" in rows[4]["reason"]
+    assert [r["status"] for r in rows] == ["ok", "ok", "error", "ok", "ok", "ok"]
+    assert "line 3 is not JSON" in rows[2]["reason"]  # line 5 is chat messages, through the chat template
     assert rows[1]["new_tokens"] <= 4 and rows[1]["settings"]["max_new_tokens"] == 4
     assert all(isinstance(r["text"], str) for r in rows if r["status"] == "ok")
     assert manifest_lines(out) == rows
@@ -116,7 +116,7 @@ def test_cli_batch_video_and_text(models, clips, prompts, tmp_path, capsys):
     text += ["--draft", str(models / "text" / "draft"), "--drafter", "model", "--max-new-tokens", "4"]
     assert main(text) == 1  # two lines fail: the exit code says so, the rest is done
     captured = capsys.readouterr()
-    assert "6 items: 4 ok, 2 failed" in captured.out and "line 3 is not JSON" in captured.err
+    assert "6 items: 5 ok, 1 failed" in captured.out and "line 3 is not JSON" in captured.err
 
 
 def test_bad_job_settings_are_clear_errors(models, clips, tmp_path, capsys):

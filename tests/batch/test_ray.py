@@ -77,4 +77,4 @@ def test_text_on_two_actors_equals_local_mode(cluster, models, prompts, tmp_path
     on_ray = run_text(str(prompts), str(tmp_path / "ray.jsonl"), ray="auto", num_actors=2, **kwargs)
     strip = lambda rows: [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]  # noqa: E731
     assert [r.get("text") for r in strip(on_ray)] == [r.get("text") for r in strip(local)]
-    assert [r["status"] for r in on_ray] == ["ok", "ok", "error", "ok", "error", "ok"]
+    assert [r["status"] for r in on_ray] == ["ok", "ok", "error", "ok", "ok", "ok"]

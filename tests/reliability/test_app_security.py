@@ -112,7 +112,7 @@ def test_file_route_serves_the_outputs_of_a_request(server):
 def test_no_endpoint_takes_a_model_directory(client):
     info = client.view_api(print_info=False, return_format="dict")
     endpoints = info["named_endpoints"]
-    assert sorted(endpoints) == ["/text", "/video"]  # show_example is private
+    assert sorted(endpoints) == ["/chat", "/text", "/video"]  # show_example is private
     names = {p["parameter_name"] for e in endpoints.values() for p in e["parameters"]}
     assert not names & {"model", "model_dir", "target", "draft", "path", "models"}
     video = {p["parameter_name"]: p for p in endpoints["/video"]["parameters"]}

@@ -38,6 +38,8 @@ def app_process(models: Path, log: Path, **env: str):
     port = free_port()
     settings = {f"SPECVIDEO_{k.upper()}": str(v) for k, v in env.items()}
     environ = {**os.environ, **settings, "SPECVIDEO_MODELS": str(models), "SPECVIDEO_PORT": str(port)}
+    environ.setdefault("SPECVIDEO_TEXT_TARGET", str(models / "text" / "target"))  # the tiny pair, not SmolLM2
+    environ.setdefault("SPECVIDEO_TEXT_DRAFT", str(models / "text" / "draft"))
     with open(log, "wb") as stderr:
         proc = subprocess.Popen(
             [sys.executable, "app.py", "--host", "127.0.0.1"],

@@ -111,3 +111,24 @@ def test_tensor_prompt_with_an_attention_mask_drops_its_padding():
         gen.generate(ids, attention_mask=mask[:, :-1], max_new_tokens=2)
     with pytest.raises(ValueError, match="goes with a"):
         gen.generate(prompts, attention_mask=mask, max_new_tokens=2)
+
+
+def test_chat_messages_need_a_template_and_well_formed_turns():
+    from specvideo.text import SpeculativeGenerator
+    from tests.helpers import tiny_llama, tiny_tokenizer
+
+    tok = tiny_tokenizer(300)
+    gen = SpeculativeGenerator(tiny_llama(len(tok)), tok, drafter="ngram")
+    out = gen.generate([{"role": "user", "content": "sort"}], max_new_tokens=3, stop=None)
+    assert len(out.token_ids) == 3
+    cases = [
+        ([{"role": "user"}], "must have a str 'role' and a str 'content'"),
+        ([{"role": "robot", "content": "x"}], "use system, user or assistant"),
+        ([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}], "end with a user message"),
+    ]
+    for messages, message in cases:
+        with pytest.raises(ValueError, match=message):
+            gen.generate(messages, max_new_tokens=2)
+    tok.chat_template = None
+    with pytest.raises(ValueError, match="has no chat template"):
+        gen.generate([{"role": "user", "content": "x"}], max_new_tokens=2)
