@@ -66,6 +66,9 @@ def save_shared_draft(draft: LlamaForCausalLM, out: str | os.PathLike) -> Path:
     try:
         save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        tmp.chmod(0o755)  # mkdtemp makes it private; a model directory is ordinary files
+        for name in ("model.safetensors", "config.json"):
+            (tmp / name).chmod(0o644)
         if out.exists():  # keep files that are not ours (README, token ranking)
             for name in ("model.safetensors", "config.json"):
                 os.replace(tmp / name, out / name)
