@@ -45,7 +45,9 @@ def add(kinds) -> None:
     t.add_argument("--assistant-schedules", metavar="LIST", type=names, default=d.assistant_schedules,
                    help="HF assisted num_assistant_tokens_schedule values (constant, heuristic)")
     t.add_argument("--lookup-k-values", metavar="LIST", type=ints, default=d.lookup_ks,
-                   help="k of both prompt-lookup methods")
+                   help="HF prompt lookup's k (and ours-ngram's unless --ngram-k-values)")
+    t.add_argument("--ngram-k-values", metavar="LIST", type=ints, default=d.ngram_ks,
+                   help="ours-ngram's k (default: the --lookup-k-values)")
     t.add_argument("--verifiers", metavar="LIST", type=names, default=d.verifiers,
                    help="how our loop runs the target: transformers and/or lean (LeanLlama)")
     t.add_argument("--temperatures", metavar="LIST", type=floats, default=d.temperatures, help="0 = greedy")
@@ -63,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         target=args.target, draft=args.draft, workloads=args.workloads, split=args.split, prompts=args.prompts,
         num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens, drafters=args.drafter,
         schedules=args.schedules, ks=args.k_values, assistant_ks=args.assistant_k_values,
-        assistant_schedules=args.assistant_schedules, lookup_ks=args.lookup_k_values, verifiers=args.verifiers,
+        assistant_schedules=args.assistant_schedules, lookup_ks=args.lookup_k_values, ngram_ks=args.ngram_k_values,
+        verifiers=args.verifiers,
         temperatures=args.temperatures, top_p=args.top_p, methods=args.methods,
         sampled_methods=args.sampled_methods, repeats=args.repeats, seed=args.seed, device=args.device,
         report=args.report,
@@ -98,6 +101,8 @@ def reproducing_argv(config) -> list[str]:
     argv += ["--sampled-methods", join(config.sampled_methods), "--schedules", join(config.schedules)]
     argv += ["--k-values", join(config.ks), "--assistant-k-values", join(config.assistant_ks)]
     argv += ["--assistant-schedules", join(config.assistant_schedules), "--lookup-k-values", join(config.lookup_ks)]
+    if config.ngram_ks:
+        argv += ["--ngram-k-values", join(config.ngram_ks)]
     argv += ["--verifiers", join(config.verifiers)]
     argv += ["--temperatures", join(f"{t:g}" for t in config.temperatures), "--top-p", f"{config.top_p:g}"]
     argv += ["--repeats", str(config.repeats), "--seed", str(config.seed), "--device", config.device]

@@ -221,6 +221,7 @@ def test_jsonl_loader_reads_prompts_and_missing_file_is_oserror(dirs, tmp_path):
         ({"temperatures": (-1.0,)}, "temperature must be a finite number >= 0"),
         ({"drafters": ("model@64",)}, "a vocabulary size goes with the lean and hybrid drafters"),
         ({"drafters": ("lean@0",)}, "as lean@N or hybrid@N with N >= 1"),
+        ({"ngram_ks": (0,)}, "k must be an integer >= 1"),
     ],
 )
 def test_config_validation(kwargs, message):
@@ -274,6 +275,18 @@ def test_cli_bench_text_errors_are_one_line_and_exit_2(dirs, tmp_path, capsys, e
     err = capsys.readouterr().err
     assert code == 2
     assert message in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_ngram_k_values_apart_from_hf_lookup_and_in_the_command(dirs):
+    from specvideo.cli.bench_text import reproducing_argv
+
+    cfg = config(dirs, methods=("hf-target", "hf-lookup", "ours-ngram"), lookup_ks=(5,), ngram_ks=(2, 3),
+                 temperatures=(0.0,), max_new_tokens=4)
+    results = run_benchmark(cfg, prompts=["def f(x):"])
+    assert [r.method for r in results.rows] == ["hf-target", "hf-lookup-k5", "ours-ngram-k2", "ours-ngram-k3"]
+    assert "--ngram-k-values 2,3" in " ".join(reproducing_argv(cfg))
+    same = config(dirs, methods=("ours-ngram",), lookup_ks=(5,))
+    assert same.ngram_k_values == (5,) and "--ngram-k-values" not in reproducing_argv(same)
 
 
 def test_replace_section_appends_when_missing():

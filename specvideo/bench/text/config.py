@@ -51,8 +51,8 @@ class BenchTextConfig:
     drafters: our model-drafter variants; each adds one row per schedule x k. "lean@N" is the lean
     drafter restricted to the N most frequent tokens; "hybrid" / "hybrid@N" look the context up
     first and draft with that lean drafter otherwise. hf-assisted sweeps ``num_assistant_tokens``
-    over ``assistant_ks`` for each of ``assistant_schedules``; both prompt-lookup methods sweep
-    ``lookup_ks``. verifiers: our methods run the target through transformers and/or LeanLlama
+    over ``assistant_ks`` for each of ``assistant_schedules``; hf-lookup sweeps ``lookup_ks`` and
+    ours-ngram ``ngram_ks`` (empty = the same values, so both lookups are tuned alike). verifiers: our methods run the target through transformers and/or LeanLlama
     ("lean": ``SpeculativeGenerator(lean_target=True)``, rows suffixed "+lean"). repeats: every prompt runs this many times per method (methods interleaved);
     speedups are medians over prompts per repeat, reported as the median over repeats and its
     spread.
@@ -71,6 +71,7 @@ class BenchTextConfig:
     assistant_ks: tuple[int, ...] = (4,)
     assistant_schedules: tuple[str, ...] = ("heuristic",)
     lookup_ks: tuple[int, ...] = (4,)
+    ngram_ks: tuple[int, ...] = ()  # ours-ngram's k; () = lookup_ks
     verifiers: tuple[str, ...] = ("transformers",)  # ours: the target run by transformers and/or "lean"
     temperatures: tuple[float, ...] = (0.0, 0.7)
     top_p: float = 0.9
@@ -84,7 +85,7 @@ class BenchTextConfig:
     def __post_init__(self) -> None:
         for name in (
             "workloads", "drafters", "schedules", "ks", "assistant_ks", "assistant_schedules",
-            "lookup_ks", "verifiers", "temperatures", "methods", "sampled_methods",
+            "lookup_ks", "ngram_ks", "verifiers", "temperatures", "methods", "sampled_methods",
         ):  # tuples, no repeats
             object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
         if not isinstance(self.num_prompts, int) or isinstance(self.num_prompts, bool) or self.num_prompts < 0:
@@ -103,6 +104,8 @@ class BenchTextConfig:
                 raise ValueError(f"give at least one value for {name}")
             for k in getattr(self, name):
                 check_positive_int("k", k)
+        for k in self.ngram_ks:
+            check_positive_int("k", k)
         if not self.drafters or not all(isinstance(d, str) and d for d in self.drafters):
             raise ValueError(f"drafters must be non-empty names, got {self.drafters!r}")
         for spec in self.drafters:
@@ -114,6 +117,10 @@ class BenchTextConfig:
                 raise ValueError(f"temperature must be a finite number >= 0, got {t!r}")
         if not (isinstance(self.top_p, (int, float)) and 0 < self.top_p <= 1):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+
+    @property
+    def ngram_k_values(self) -> tuple[int, ...]:
+        return self.ngram_ks or self.lookup_ks
 
     @property
     def needs_draft(self) -> bool:

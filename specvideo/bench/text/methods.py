@@ -6,7 +6,7 @@
                   ``assistant_ks`` for each ``num_assistant_tokens_schedule`` (as ours sweeps k)
     hf-lookup     ``target.generate(prompt_lookup_num_tokens=k)`` for k in ``lookup_ks``
     ours-draft    our loop with a draft model: one row per drafter x schedule x k
-    ours-ngram    our loop with prompt lookup (n-gram drafter), constant k in ``lookup_ks``
+    ours-ngram    our loop with prompt lookup (n-gram drafter), constant k in ``ngram_ks`` (else ``lookup_ks``)
 
 End-of-sequence never stops a run (our ``stop=None``; transformers gets ``eos_token_id=[]`` and
 ``min_new_tokens=max_new_tokens``), so every method generates exactly ``max_new_tokens`` and the
@@ -99,7 +99,7 @@ def build_methods(
                             draft_vocab=(vocabs or {}).get(name),
                         )
         elif family == "ours-ngram":
-            for k in config.lookup_ks:
+            for k in config.ngram_k_values:
                 methods += ours(f"ours-ngram-k{k}", family, ("ngram", "constant", k), drafter="ngram",
                                 num_draft_tokens=k, schedule="constant")
     return methods
