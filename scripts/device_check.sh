@@ -41,9 +41,9 @@ if missing:
 PY
 
 if [ "$DRY" = 1 ]; then
-    DEVICE=cpu; VIDEO=(--num-synthetic 1 --num-real 0 --num-frames 2 --target-steps 1); TEXT=(--num-prompts 1 --max-new-tokens 8 --workloads code --target models/text/target --draft models/text/draft)
+    DEVICE=cpu; VIDEO=(--num-synthetic 1 --num-real 0 --num-frames 2 --target-steps 1); TEXT=(--num-prompts 1 --repeats 1 --max-new-tokens 8 --workloads code --target models/text/target --draft models/text/draft)
 else
-    DEVICE=cuda; VIDEO=(--num-synthetic 4 --num-real 2 --num-frames 16 --target-steps 1,5); TEXT=(--num-prompts 8 --max-new-tokens 96)
+    DEVICE=cuda; VIDEO=(--num-synthetic 4 --num-real 2 --num-frames 16 --target-steps 1,5); TEXT=(--num-prompts 8 --repeats 1 --max-new-tokens 96)
 fi
 budget() { echo $(( 480 - ($(date +%s) - START) )); }  # seconds left of the 8 minutes
 

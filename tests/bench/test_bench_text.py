@@ -43,6 +43,14 @@ def config(dirs, **kwargs):
         prompts=str(dirs / "prompts.jsonl"),
         max_new_tokens=NEW,
         drafters=("model",),
+        ks=(4,),
+        lookup_ks=(4,),
+        ngram_ks=(),
+        assistant_ks=(4,),
+        assistant_schedules=("heuristic",),
+        verifiers=("transformers",),
+        sampled_methods=FAMILIES,
+        repeats=1,
     )
     return BenchTextConfig(**{**base, **kwargs})
 
@@ -233,24 +241,27 @@ def test_config_validation(kwargs, message):
 def test_cli_bench_text_json(dirs, tmp_path, capsys):
     report = tmp_path / "docs" / "BENCHMARKS.md"
     argv = ["bench", "text", "--target", str(dirs / "target"), "--draft", str(dirs / "draft")]
-    argv += ["--prompts", str(dirs / "prompts.jsonl"), "--num-prompts", "1", "--max-new-tokens", "4"]
+    argv += ["--prompts", str(dirs / "prompts.jsonl"), "--num-prompts", "1", "--max-new-tokens", "4", "--repeats", "1"]
     argv += ["--methods", "hf-target,ours-target,ours-draft", "--schedules", "constant", "--k-values", "2,3"]
+    argv += ["--drafter", "hybrid"]  # the default hybrid@2048 needs a token ranking this draft lacks
     code = main([*argv, "--report", str(report), "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert [r["method"] for r in out["rows"] if r["temperature"] == 0] == [
+    assert [r["method"] for r in out["rows"] if r["temperature"] == 0] == [  # the default verifier: lean
         "hf-target",
-        "ours-target",
-        "ours-hybrid-constant-k2",
-        "ours-hybrid-constant-k3",
+        "ours-target+lean",
+        "ours-hybrid-constant-k2+lean",
+        "ours-hybrid-constant-k3+lean",
     ]
+    assert [r["method"] for r in out["rows"] if r["temperature"] > 0] == [  # the default sampled families
+        "hf-target", "ours-hybrid-constant-k2+lean", "ours-hybrid-constant-k3+lean"]
     assert len(out["prompts"]) == 1 and out["command"].startswith("specvideo bench text --prompts ")
     assert "--k-values 2,3" in out["command"] and out["report"] == str(report)
     assert report.exists() and (report.parent / "text_speedup_vs_k.png").exists()
     assert out["command"] in report.read_text()
 
     assert main([*argv, "--no-report"]) == 0  # the plain table
-    assert "| ours-hybrid-constant-k3 |" in capsys.readouterr().out
+    assert "| ours-hybrid-constant-k3+lean |" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -336,13 +347,18 @@ def test_splits_are_disjoint_and_never_the_drafts_training_prompts():
 
 
 def test_lean_verifier_rows_are_exact_and_decode_costs_list_both_runners(dirs):
-    cfg = config(dirs, methods=("hf-target", "ours-draft", "ours-ngram"), verifiers=("transformers", "lean"),
-                 ks=(3,), temperatures=(0.0,), max_new_tokens=6)
+    cfg = config(dirs, methods=("hf-target", "ours-target", "ours-draft", "ours-ngram"),
+                 verifiers=("transformers", "lean"), ks=(3,), temperatures=(0.0,), max_new_tokens=6)
     results = run_benchmark(cfg)
     names = [r.method for r in results.rows]
-    assert names == ["hf-target", "ours-model-heuristic-k3", "ours-model-heuristic-k3+lean",
-                     "ours-ngram-k4", "ours-ngram-k4+lean"]
+    assert names == ["hf-target", "ours-target", "ours-target+lean", "ours-model-heuristic-k3",
+                     "ours-model-heuristic-k3+lean", "ours-ngram-k4", "ours-ngram-k4+lean"]
     assert all(r.exact_match == 1.0 for r in results.rows)
+    # "x our target-only" compares with our loop run by the same verifier
+    same = {r.method: r for r in results.rows}
+    assert same["ours-target+lean"].speedup_vs_loop == pytest.approx(1.0)
+    assert same["ours-target"].speedup_vs_loop == pytest.approx(1.0)
+    assert all(r.speedup_vs_loop is not None for r in results.rows if r.family.startswith("ours"))
     decode = results.settings["decode_ms"]
     assert {"target@1", "target@8", "target_lean@1", "target_lean@4"} <= set(decode)
     from specvideo.bench.text.report import decode_table

@@ -63,6 +63,7 @@ def build_methods(
 
     lean = LeanLlama(target) if "lean" in config.verifiers and target.config.model_type == "llama" else None
     verifiers = [(v, lean if v == "lean" else False) for v in config.verifiers if v != "lean" or lean is not None]
+    verifiers = verifiers or [("transformers", False)]  # "lean" alone on a non-Llama target
 
     def ours(name: str, family: str, row: tuple, **kwargs) -> list[Method]:
         """One Method per verifier; row = (drafter label, schedule, k) for the table."""

@@ -104,7 +104,7 @@ def aggregate(method, workload: str, temperature: float, records) -> MethodResul
     )
     hf = records.get((workload, "hf-target", temperature))
     row.speedup_vs_hf, row.speedup_vs_hf_spread = speedup(hf, rec)
-    row.speedup_vs_loop, _ = speedup(records.get((workload, "ours-target", temperature)), rec)
+    row.speedup_vs_loop, _ = speedup(our_target_record(records, workload, method.name, temperature), rec)
     row.target_calls = statistics.fmean(calls)
     row.tokens_per_target_call = sum(row.new_tokens) / sum(calls) if sum(calls) else None
     if all(s is not None for s in stats):
@@ -113,6 +113,15 @@ def aggregate(method, workload: str, temperature: float, records) -> MethodResul
     if temperature == 0 and hf is not None:
         row.exact_match = statistics.fmean(float(a == b) for a, b in zip(tokens, hf["tokens"]))
     return row
+
+
+def our_target_record(records, workload: str, name: str, temperature: float) -> dict | None:
+    """Our loop without a draft, run by the same verifier as ``name`` ("+lean" or not), else the other."""
+    lean = name.endswith("+lean")
+    for candidate in ("ours-target+lean", "ours-target") if lean else ("ours-target", "ours-target+lean"):
+        if (workload, candidate, temperature) in records:
+            return records[(workload, candidate, temperature)]
+    return None
 
 
 def speedup(baseline: dict | None, rec: dict) -> tuple[float | None, tuple[float, float] | None]:
