@@ -101,8 +101,7 @@ def reproducing_argv(config) -> list[str]:
     argv += ["--sampled-methods", join(config.sampled_methods), "--schedules", join(config.schedules)]
     argv += ["--k-values", join(config.ks), "--assistant-k-values", join(config.assistant_ks)]
     argv += ["--assistant-schedules", join(config.assistant_schedules), "--lookup-k-values", join(config.lookup_ks)]
-    if config.ngram_ks:
-        argv += ["--ngram-k-values", join(config.ngram_ks)]
+    argv += ["--ngram-k-values", join(config.ngram_k_values)]
     argv += ["--verifiers", join(config.verifiers)]
     argv += ["--temperatures", join(f"{t:g}" for t in config.temperatures), "--top-p", f"{config.top_p:g}"]
     argv += ["--repeats", str(config.repeats), "--seed", str(config.seed), "--device", config.device]

@@ -296,8 +296,19 @@ def test_ngram_k_values_apart_from_hf_lookup_and_in_the_command(dirs):
     results = run_benchmark(cfg, prompts=["def f(x):"])
     assert [r.method for r in results.rows] == ["hf-target", "hf-lookup-k5", "ours-ngram-k2", "ours-ngram-k3"]
     assert "--ngram-k-values 2,3" in " ".join(reproducing_argv(cfg))
-    same = config(dirs, methods=("ours-ngram",), lookup_ks=(5,))
-    assert same.ngram_k_values == (5,) and "--ngram-k-values" not in reproducing_argv(same)
+    same = config(dirs, methods=("ours-ngram",), lookup_ks=(5,))  # ngram_ks=(): the lookup values
+    assert same.ngram_k_values == (5,) and "--ngram-k-values 5" in " ".join(reproducing_argv(same))
+
+
+def test_lean_verifier_alone_on_a_non_llama_target_falls_back_to_transformers():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from specvideo.bench.text.methods import build_methods
+
+    tok = tiny_tokenizer(300)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64)).eval()
+    cfg = BenchTextConfig(methods=("ours-target", "ours-ngram"), verifiers=("lean",), ngram_ks=(3,))
+    assert [m.name for m in build_methods(cfg, gpt2, None, tok)] == ["ours-target", "ours-ngram-k3"]
 
 
 def test_replace_section_appends_when_missing():

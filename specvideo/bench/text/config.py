@@ -52,7 +52,8 @@ class BenchTextConfig:
     drafter restricted to the N most frequent tokens; "hybrid" / "hybrid@N" look the context up
     first and draft with that lean drafter otherwise. hf-assisted sweeps ``num_assistant_tokens``
     over ``assistant_ks`` for each of ``assistant_schedules``; hf-lookup sweeps ``lookup_ks`` and
-    ours-ngram ``ngram_ks`` (empty = the same values, so both lookups are tuned alike). verifiers: our methods run the target through transformers and/or LeanLlama
+    ours-ngram ``ngram_ks`` (empty = the same values, so both lookups are tuned alike).
+    verifiers: our methods run the target through transformers and/or LeanLlama
     ("lean": ``SpeculativeGenerator(lean_target=True)``, rows suffixed "+lean"). repeats: every prompt runs this many times per method (methods interleaved);
     speedups are medians over prompts per repeat, reported as the median over repeats and its
     spread.
