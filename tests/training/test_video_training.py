@@ -116,3 +116,27 @@ def test_shipped_scale_fits_the_budget():
     cfg = video.VideoTrainConfig()
     assert video.num_params(video.make_unet(cfg)) <= 8_000_000
     assert video.num_params(video.make_predictor(cfg)) <= 500_000
+
+
+def test_residual_augmentation_perturbs_only_its_shares(tmp_path):
+    """With both shares 0 the residual stage's condition is exactly the pipeline's flow condition;
+    with both 1 every row's context is noisier or its hint moved, and the context frames stay in range."""
+    from specvideo.video.verifier import condition
+
+    cfg = tiny(tmp_path, real_fraction=0.0, batch_size=4)
+    window = video.ClipBatches(cfg).sample(np.random.default_rng(0), 2)  # (4, 2, 3, 16, 16)
+    off = replace(cfg, residual_hint_aug_share=0.0, residual_context_noise_share=0.0)
+    clean = condition(window, "flow")
+    torch.testing.assert_close(video.augmented_condition(window, np.random.default_rng(1), off), clean)
+    on = replace(cfg, residual_hint_aug_share=1.0, residual_context_noise_share=1.0)
+    noisy = video.augmented_condition(window, np.random.default_rng(1), on)
+    assert noisy.shape == clean.shape and noisy.abs().max() <= 1
+    assert ((noisy - clean).abs().flatten(1).amax(1) > 0).all()
+
+
+def test_train_only_videos_join_the_train_split_whole():
+    from specvideo.video.data import TRAIN_ONLY_VIDEOS, RealClips
+
+    train = RealClips("train", 16, train_only=TRAIN_ONLY_VIDEOS)
+    assert len(train.videos) == len(RealClips("train", 16).videos) + len(TRAIN_ONLY_VIDEOS)
+    assert len(RealClips("heldout", 16, train_only=TRAIN_ONLY_VIDEOS).videos) == 2  # never evaluated on

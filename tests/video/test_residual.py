@@ -67,3 +67,18 @@ def test_residual_pipeline_round_trips(tmp_path):
     np.testing.assert_array_equal(target.frames[0], draft.frames[0])
     spec = loaded(moving_square(), generator=torch.Generator().manual_seed(0), **run)
     assert spec.stats.acceptance_rate == 1.0  # and the first draft of every round needs no correction
+
+
+def test_true_context_check_accepts_the_warp_and_flags_a_copy():
+    """An untrained residual verifier returns the flow warp: on a round drafted from the true context
+    it scores the flow drafter's first draft 1 and a copy of the last frame (the square moves) lower."""
+    from specvideo.bench.video.local import score_round
+    from specvideo.video.drafters import CopyLastDrafter
+
+    verifier, context = residual_verifier(), window()[0]  # (P, 3, H, W)
+    flow = FlowDrafter().propose(context[None], 2)[0]  # (2, 3, H, W)
+    copy = CopyLastDrafter().propose(context[None], 2)[0]
+    flow_scores = score_round(verifier, context, flow, 0.6, "ssim", seed=0)
+    copy_scores = score_round(verifier, context, copy, 0.6, "ssim", seed=0)
+    assert flow_scores[0] == pytest.approx(1.0, abs=1e-5)
+    assert copy_scores[0] < flow_scores[0] - 0.05

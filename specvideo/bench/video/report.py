@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specvideo.bench.report import atomic_write, command_block, fmt_load, replace_section
+from specvideo.bench.video.local import local_table
 from specvideo.bench.video.run import BenchVideoResults
 from specvideo.bench.video.scoring import VideoMethodResult
 from specvideo.bench.video.workloads import SPLIT_SEEDS
@@ -227,11 +228,28 @@ def video_section(results: BenchVideoResults, command: str, plot_link: str) -> s
     split = results.settings.get("split", "heldout")
     lines = [*command_block(SECTION[split], command), *_notes(results), ""]
     lines += [to_markdown(results).rstrip(), "", "Targets:", "", format_targets(results), ""]
+    lines += local_section(results)
     if split == "tuning":
         row, why = choose_default(results)
         lines += [f"Default chosen on this split by `choose_default`: {why}.", ""]
     lines += [f"![speedup against SSIM to the ground truth]({Path(plot_link).as_posix()})", ""]
     return "\n".join(lines)
+
+
+def local_section(results: BenchVideoResults) -> list[str]:
+    """The check on rounds drafted from the true context (``specvideo.bench.video.local``)."""
+    if not results.local_checks:
+        return []
+    lines = [
+        "The check on rounds drafted from the true context (no inherited drift; "
+        "`specvideo/bench/video/local.py`): each clip cut into rounds of k frames that start from true "
+        "frames, scored as the pipeline scores a round, against the reference target's frames from the "
+        "same context.",
+        "",
+    ]
+    for w in results.workloads:
+        lines += [f"{WORKLOAD_TITLES.get(w, w)}:", "", local_table(results.local_checks, w), ""]
+    return lines
 
 
 def _notes(results: BenchVideoResults) -> list[str]:

@@ -17,6 +17,7 @@ from specvideo.bench.video.config import (
     Method,
     build_methods,
 )
+from specvideo.bench.video.local import LocalCheck, true_context_checks
 from specvideo.bench.video.methods import RuntimeEstimate, estimate_runtime, measure_costs, run_method
 from specvideo.bench.video.scoring import (
     ClipResult,
@@ -40,6 +41,7 @@ class BenchVideoResults:
     machine: dict[str, Any]
     estimate: RuntimeEstimate
     notes: list[str] = field(default_factory=list)
+    local_checks: list[LocalCheck] = field(default_factory=list)  # the check on true-context rounds
 
     @property
     def workloads(self) -> list[str]:
@@ -71,6 +73,7 @@ class BenchVideoResults:
             "notes": self.notes,
             "clips": self.clips,
             "rows": [asdict(r) for r in self.rows],
+            "local_checks": [asdict(c) for c in self.local_checks],
             "targets": [asdict(c) for c in check_targets(self)],
         }
 
@@ -119,11 +122,22 @@ def run_benchmark(
                     score_output(out, clip, outputs[index])
                 )
     bar.close()
+    sweep = {d: drafters[d] for d in config.sweep_drafters if d in drafters}
+    local = true_context_checks(
+        pipe.verifier,
+        sweep,
+        workloads,
+        config.strengths,
+        config.metric,
+        config.num_draft_frames,
+        steps,
+        config.seed,
+    )
     rows = [row for w in workloads for row in _aggregate_workload(w, methods, records, config.num_frames)]
     settings = _settings(config, pipe, model_dir, time.perf_counter() - start)
     settings["correction_steps"] = steps
     clip_names = {w: [c.name for c in cs] for w, cs in workloads.items()}
-    return BenchVideoResults(rows, clip_names, settings, machine, estimate, notes)
+    return BenchVideoResults(rows, clip_names, settings, machine, estimate, notes, local)
 
 
 def _run(bar, method, pipe, pipes, clip, config, index, workload, steps=None):

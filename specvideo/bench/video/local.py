@@ -1,0 +1,158 @@
+"""The check on rounds drafted from the *true* context: the verifier's discrimination without drift.
+
+In a speculative run every round drafts from the frames the run has already emitted, so a draft's
+SSIM to the truth also carries the error of its context, which no check of that round can see or
+undo. This measurement isolates the check: each clip is cut into rounds of k frames that start from
+the true frames; the drafter drafts them, the verifier scores them exactly as a round of the
+pipeline does (draft i conditioned on the context plus drafts 1..i-1, one batched refinement at
+strength s), and the reference target generates the same k frames from the same true context
+(N steps, autoregressively). Spearman of score against the draft's SSIM to the truth, and ROC-AUC of
+"score < tau" as a detector of drafts below the target's frame, pooled over a workload's rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specvideo.bench.measure import roc_auc, spearman
+from specvideo.bench.video.workloads import BenchClip
+from specvideo.video.drafters import FrameDrafter
+from specvideo.video.metrics import similarity, ssim
+from specvideo.video.verifier import DiffusionVerifier
+
+
+@dataclass
+class LocalCheck:
+    """One drafter at one strength on one workload, pooled over its true-context rounds."""
+
+    workload: str
+    drafter: str
+    strength: float
+    metric: str
+    num_drafts: int
+    spearman: float | None
+    auc: float | None
+    worse_share: float  # share of drafts below the reference target's frame (the positives)
+
+
+@dataclass
+class _Round:
+    scores: list[float]
+    draft_ssim: list[float]
+    target_ssim: list[float]
+
+
+def _noise(seed: int, shape: tuple[int, ...], stream: int) -> torch.Tensor:
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed * 7919 + stream))
+
+
+@torch.inference_mode()
+def target_rollout(
+    verifier: DiffusionVerifier, window: torch.Tensor, k: int, steps: int, seed: int
+) -> torch.Tensor:
+    """k frames (k, 3, H, W) generated from the true (P, 3, H, W) ``window``, each from noise."""
+    frames = []
+    for i in range(k):
+        cond = verifier.condition(window[None].to(verifier.device))
+        frame = verifier.generate(
+            cond, steps, _noise(seed, window.shape[1:], 2 * i)[None].to(verifier.device)
+        )[0]
+        frames.append(frame.float().cpu())
+        window = torch.cat([window[1:], frames[-1][None]])
+    return torch.stack(frames)
+
+
+@torch.inference_mode()
+def score_round(
+    verifier: DiffusionVerifier,
+    window: torch.Tensor,
+    drafts: torch.Tensor,
+    strength: float,
+    metric: str,
+    seed: int,
+) -> list[float]:
+    """The pipeline's scores of (k, 3, H, W) ``drafts`` after the true (P, 3, H, W) ``window``."""
+    P, k = window.shape[0], drafts.shape[0]
+    windows = torch.stack([torch.cat([window, drafts[:i]])[-P:] for i in range(k)])  # (k, P, 3, H, W)
+    noise = torch.stack([_noise(seed, drafts.shape[1:], 2 * i + 1) for i in range(k)])  # (k, 3, H, W)
+    cond = verifier.condition(windows.to(verifier.device))
+    refined = verifier.refine(cond, drafts.to(verifier.device), strength, 1, noise.to(verifier.device))
+    return similarity(drafts.float(), refined.float().cpu(), metric, data_range=2.0).tolist()
+
+
+def true_context_checks(
+    verifier: DiffusionVerifier,
+    drafters: dict[str, FrameDrafter],
+    workloads: dict[str, list[BenchClip]],
+    strengths: tuple[float, ...],
+    metric: str,
+    k: int,
+    steps: dict[str, int],
+    seed: int = 0,
+) -> list[LocalCheck]:
+    """Every (workload, drafter, strength): rounds of k frames starting at frames 0, k, 2k, ... of
+    each clip's true sequence; ``steps[workload]`` is the reference target's N."""
+    P = verifier.num_context_frames
+    checks = []
+    for workload, clips in workloads.items():
+        k = min([k, *(len(c.truth) for c in clips)])  # a round fits in the shortest clip
+        starts = [(c, ci, start) for ci, c in enumerate(clips) for start in range(0, len(c.truth) - k + 1, k)]
+        targets = {}
+        for c, ci, start in starts:
+            seq = torch.cat([c.context, c.truth])  # (P + F, 3, H, W)
+            targets[(ci, start)] = target_rollout(
+                verifier, seq[start : start + P], k, steps[workload], seed + ci
+            )
+        for name, drafter in drafters.items():
+            drafts = {}
+            for c, ci, start in starts:
+                seq = torch.cat([c.context, c.truth])
+                drafts[(ci, start)] = drafter.propose(seq[start : start + P][None], k)[0].float().cpu()
+            for s in strengths:
+                rounds = []
+                for c, ci, start in starts:
+                    seq = torch.cat([c.context, c.truth])
+                    truth, d = seq[start + P : start + P + k], drafts[(ci, start)]
+                    rounds.append(
+                        _Round(
+                            score_round(verifier, seq[start : start + P], d, s, metric, seed + ci + start),
+                            ssim(d, truth, data_range=2.0).tolist(),
+                            ssim(targets[(ci, start)], truth, data_range=2.0).tolist(),
+                        )
+                    )
+                checks.append(_pool(workload, name, s, metric, rounds))
+    return checks
+
+
+def _pool(workload: str, drafter: str, strength: float, metric: str, rounds: list[_Round]) -> LocalCheck:
+    scores = [s for r in rounds for s in r.scores]
+    truth = [s for r in rounds for s in r.draft_ssim]
+    worse = [d < t for r in rounds for d, t in zip(r.draft_ssim, r.target_ssim)]
+    return LocalCheck(
+        workload,
+        drafter,
+        strength,
+        metric,
+        len(scores),
+        spearman(scores, truth),
+        roc_auc(worse, [-s for s in scores]),
+        sum(worse) / len(worse) if worse else 0.0,
+    )
+
+
+def local_table(checks: list[LocalCheck], workload: str) -> str:
+    """Markdown table of one workload's true-context checks."""
+    lines = [
+        "| drafter | s | drafts | below the target's frame | Spearman | AUC |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for c in checks:
+        if c.workload == workload:
+            rho = "-" if c.spearman is None else f"{c.spearman:.3f}"
+            auc = "-" if c.auc is None else f"{c.auc:.3f}"
+            lines.append(
+                f"| {c.drafter} | {c.strength:g} | {c.num_drafts} | {c.worse_share:.2f} | {rho} | {auc} |"
+            )
+    return "\n".join(lines)
