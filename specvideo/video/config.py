@@ -1,12 +1,13 @@
 """One source of defaults for video generation: the API, the CLI and the app read them from here.
 
-Chosen on the *tuning* split with the shipped residual verifier (docs/BENCHMARKS.md, "Video:
-tuning split"; `choose_default`): among the settings that keep >= 98 % of the reference target's
-SSIM to the truth with acceptance in [0.3, 0.97] on both workloads, flow drafts with tau 0.9 on
-SSIM at strength 0.6 save the most sequential UNet passes on the worse workload (4.57x) and keep
-103.7 % of the reference's SSIM there. N = 2 full-sampler steps: the reference target N of the
-synthetic tuning workload (the cheapest N within 1 % of the best N; on real clips N = 1 is, and
-N = 2 is within 0.4 % of it). The held-out split reports these settings ("Video").
+Chosen on the *tuning* split with the shipped verifier (the second residual pass;
+docs/BENCHMARKS.md, "Video: tuning split"; `choose_default`): among the settings that keep >= 98 %
+of the reference target's SSIM to the truth with acceptance in [0.3, 0.97] on both workloads, flow
+drafts with tau 0.9 on SSIM at strength 1 (each draft's check regenerates its frame from noise,
+conditioned on the context and on the warp, and compares) save the most sequential UNet passes on
+the worse workload (4.57x) and keep 103.2 % of the reference's SSIM there. N = 2 full-sampler
+steps: the reference target N of the synthetic tuning workload (the cheapest N within 1 % of the
+best N; on real clips N = 1 is). The held-out split reports these settings ("Video").
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class VideoConfig:
     num_draft_frames: int = 4
     threshold: float = 0.9
     metric: str = "ssim"
-    strength: float = 0.6
+    strength: float = 1.0
     num_refine_steps: int = 1
     num_inference_steps: int = 2
     schedule: str = "heuristic"

@@ -79,10 +79,10 @@ EXPECTED = [
     "first-target+learned",
     "refine-all-flow",
     "refine-all-learned",
-    f"spec-flow-s{D.strength}-t-1",
-    DEFAULT_NAME := f"spec-flow-s{D.strength}-t{D.threshold}",
-    f"spec-learned-s{D.strength}-t-1",
-    f"spec-learned-s{D.strength}-t{D.threshold}",
+    f"spec-flow-s{D.strength:g}-t-1",
+    DEFAULT_NAME := f"spec-flow-s{D.strength:g}-t{D.threshold}",
+    f"spec-learned-s{D.strength:g}-t-1",
+    f"spec-learned-s{D.strength:g}-t{D.threshold}",
 ]
 
 
@@ -338,5 +338,5 @@ def test_true_context_checks(results):
         assert c.spearman is None or -1 <= c.spearman <= 1
         assert c.auc is None or 0 <= c.auc <= 1
     text = "\n".join(local_section(results))
-    assert "true context" in text and text.count("| flow | 0.6 |") == 2
+    assert "true context" in text and text.count(f"| flow | {D.strength:g} |") == 2
     assert len(results.to_dict()["local_checks"]) == len(checks)
