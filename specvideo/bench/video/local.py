@@ -72,13 +72,17 @@ def score_round(
     strength: float,
     metric: str,
     seed: int,
+    num_refine_steps: int = 1,
 ) -> list[float]:
-    """The pipeline's scores of (k, 3, H, W) ``drafts`` after the true (P, 3, H, W) ``window``."""
+    """The pipeline's scores of (k, 3, H, W) ``drafts`` after the true (P, 3, H, W) ``window``
+    (m = ``num_refine_steps`` refinement steps at strength s)."""
     P, k = window.shape[0], drafts.shape[0]
     windows = torch.stack([torch.cat([window, drafts[:i]])[-P:] for i in range(k)])  # (k, P, 3, H, W)
     noise = torch.stack([_noise(seed, drafts.shape[1:], 2 * i + 1) for i in range(k)])  # (k, 3, H, W)
     cond = verifier.condition(windows.to(verifier.device))
-    refined = verifier.refine(cond, drafts.to(verifier.device), strength, 1, noise.to(verifier.device))
+    refined = verifier.refine(
+        cond, drafts.to(verifier.device), strength, num_refine_steps, noise.to(verifier.device)
+    )
     return similarity(drafts.float(), refined.float().cpu(), metric, data_range=2.0).tolist()
 
 
@@ -91,6 +95,7 @@ def true_context_checks(
     k: int,
     steps: dict[str, int],
     seed: int = 0,
+    num_refine_steps: int = 1,
 ) -> list[LocalCheck]:
     """Every (workload, drafter, strength): rounds of k frames starting at frames 0, k, 2k, ... of
     each clip's true sequence; ``steps[workload]`` is the reference target's N."""
@@ -98,30 +103,26 @@ def true_context_checks(
     checks = []
     for workload, clips in workloads.items():
         k = min([k, *(len(c.truth) for c in clips)])  # a round fits in the shortest clip
-        starts = [(c, ci, start) for ci, c in enumerate(clips) for start in range(0, len(c.truth) - k + 1, k)]
-        targets = {}
-        for c, ci, start in starts:
+        rounds_of = []  # (round seed, true window (P, 3, H, W), truth (k, 3, H, W), target frames)
+        for ci, c in enumerate(clips):
             seq = torch.cat([c.context, c.truth])  # (P + F, 3, H, W)
-            targets[(ci, start)] = target_rollout(
-                verifier, seq[start : start + P], k, steps[workload], seed + ci
-            )
+            for start in range(0, len(c.truth) - k + 1, k):
+                r_seed = seed + 10_000 * ci + start  # distinct for every (clip, start)
+                window, truth = seq[start : start + P], seq[start + P : start + P + k]
+                rounds_of.append(
+                    (r_seed, window, truth, target_rollout(verifier, window, k, steps[workload], r_seed))
+                )
         for name, drafter in drafters.items():
-            drafts = {}
-            for c, ci, start in starts:
-                seq = torch.cat([c.context, c.truth])
-                drafts[(ci, start)] = drafter.propose(seq[start : start + P][None], k)[0].float().cpu()
+            drafts = [drafter.propose(w[None], k)[0].float().cpu() for _, w, _, _ in rounds_of]
             for s in strengths:
-                rounds = []
-                for c, ci, start in starts:
-                    seq = torch.cat([c.context, c.truth])
-                    truth, d = seq[start + P : start + P + k], drafts[(ci, start)]
-                    rounds.append(
-                        _Round(
-                            score_round(verifier, seq[start : start + P], d, s, metric, seed + ci + start),
-                            ssim(d, truth, data_range=2.0).tolist(),
-                            ssim(targets[(ci, start)], truth, data_range=2.0).tolist(),
-                        )
+                rounds = [
+                    _Round(
+                        score_round(verifier, w, d, s, metric, r_seed, num_refine_steps),
+                        ssim(d, truth, data_range=2.0).tolist(),
+                        ssim(target, truth, data_range=2.0).tolist(),
                     )
+                    for (r_seed, w, truth, target), d in zip(rounds_of, drafts)
+                ]
                 checks.append(_pool(workload, name, s, metric, rounds))
     return checks
 

@@ -132,6 +132,7 @@ def run_benchmark(
         config.num_draft_frames,
         steps,
         config.seed,
+        config.num_refine_steps,
     )
     rows = [row for w in workloads for row in _aggregate_workload(w, methods, records, config.num_frames)]
     settings = _settings(config, pipe, model_dir, time.perf_counter() - start)
