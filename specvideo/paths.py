@@ -11,6 +11,17 @@ def models_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[1] / "models"
 
 
+def shown_path(path: Path | None) -> str | None:
+    """``path`` as reports show it: relative to the working directory when inside it (a report
+    written from the repository then names ``models/video``, not this machine's absolute path)."""
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def shipped(*parts: str) -> Path:
     """Path of a shipped model directory; a clear error when it is not there."""
     path = models_dir().joinpath(*parts)

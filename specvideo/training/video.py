@@ -300,8 +300,9 @@ def _stage_unet(cfg: VideoTrainConfig, stage: str) -> tuple[UNet2DModel, str | N
 
 def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
     """Stage "verifier" (from scratch, no hint), "hint" (the verifier's EMA widened for ``cfg.hint``
-    and trained on) or "residual" (the hint stage's EMA, output layer zeroed, trained as a residual
-    over the hint)."""
+    and trained on), "residual" (the hint stage's EMA, output layer zeroed, trained as a residual
+    over the hint) or "rollout" (the residual stage's EMA, or ``residual_init``, fine-tuned with
+    ``rollout_loss`` on its own frames)."""
     if stage not in VERIFIER_STAGES:
         raise ValueError(f"verifier stage must be one of {VERIFIER_STAGES}, got {stage!r}")
     torch.manual_seed(cfg.seed)
@@ -391,8 +392,8 @@ def _ema_copy(model: UNet2DModel, ema: EMAModel) -> UNet2DModel:
 
 
 def export(cfg: VideoTrainConfig, drafter: str = "flow") -> Path:
-    """Assemble models/video from the stages' outputs (the latest verifier stage that ran: residual,
-    else hint, else verifier): fp16 weights, default drafter ``drafter``, and samples.png (held-out
+    """Assemble models/video from the stages' outputs (the latest verifier stage that ran: rollout,
+    else residual, else hint, else verifier): fp16 weights, default drafter ``drafter``, and samples.png (held-out
     examples with the pipeline's current defaults)."""
     from specvideo.video.pipeline import SpeculativeVideoPipeline
 

@@ -3,7 +3,7 @@
 Chosen on the *tuning* split with the shipped verifier (the rollout pass; docs/BENCHMARKS.md,
 "Video: tuning split"; `choose_default`): among the settings that keep >= 98 % of the reference
 target's SSIM to the truth with acceptance in [0.3, 0.97] on both workloads, flow drafts with tau
-0.9 on SSIM at strength 0.8 (each draft's check re-noises it to t = 0.8 T, denoises it in one step
+0.9 on SSIM at strength 0.8 (each draft's check re-noises it to t = 0.8 (T - 1), denoises it in one step
 conditioned on the context and on the warp, and compares) save the most sequential UNet passes on
 the worse workload (4.27x) and keep 99.1 % of the reference's SSIM there. N = 1 full-sampler step:
 the reference target N of both tuning workloads (the cheapest N within 1 % of the best N; quality

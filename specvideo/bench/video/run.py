@@ -27,7 +27,7 @@ from specvideo.bench.video.scoring import (
     score_output,
 )
 from specvideo.bench.video.workloads import load_workloads
-from specvideo.paths import shipped
+from specvideo.paths import shipped, shown_path
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import FrameDrafter, LearnedDrafter, make_drafter
 from specvideo.video.pipeline import SpeculativeVideoPipeline
@@ -212,7 +212,7 @@ def _learned_drafter(pipe, model_dir: Path | None) -> LearnedDrafter | None:
 def _settings(config: BenchVideoConfig, pipe, model_dir: Path | None, seconds: float) -> dict[str, Any]:
     settings = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}
     settings.update(
-        model_dir=str(model_dir) if model_dir is not None else None,
+        model_dir=shown_path(model_dir),
         context_frames=pipe.verifier.num_context_frames,
         resolution=list(pipe.verifier.resolution),
         unet_params=sum(p.numel() for p in pipe.unet.parameters()),
