@@ -24,6 +24,8 @@ from specvideo.bench.video import (
     to_markdown,
     write_report,
 )
+from specvideo.bench.video.scoring import _previous_ssim
+from specvideo.bench.video.workloads import BenchClip
 from specvideo.cli import main
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.data import moving_shapes
@@ -248,6 +250,35 @@ def test_runtime_estimate_bounds():
     assert est.baselines_s == 2 * (F * 1 + F * N + N)  # target-only at N = 1 and N + first-target+flow
     assert est.sweep_low_s == 2 * spec * F and est.sweep_high_s == 2 * spec * F * (N + 1)
     assert "runs" in est.line() and est.runs == 2 * len(methods)
+    assert est.batching_bound(1, 1) is None and est.batch_cost is None  # no batched pass measured
+    batched = estimate_runtime(cfg, methods, 2, unet_s=0.01, draft_s={"copy": 0.0}, unet_batch_s=0.03)
+    assert batched.batch == cfg.num_draft_frames == 4 and batched.batch_cost == pytest.approx(3.0)
+    # one-step reference, m = 1: 4 frames in 0.03 s against 4 x 0.01 s; N = 5 and m = 2 scale it
+    assert batched.batching_bound(1, 1) == pytest.approx(4 / 3)
+    assert batched.batching_bound(5, 2) == pytest.approx(10 / 3)
+    assert "a batch of 4: 30 ms, 3.00x one" in batched.line()
+
+
+def test_the_error_a_draft_inherits():
+    """previous_ssim is the SSIM to the truth of the output frame before each scored draft (the
+    true context frame for the first), and inherited_spearman ranks draft quality against it."""
+    clip = BenchClip("c", torch.zeros(2, 3, 16, 16), torch.zeros(3, 3, 16, 16))
+    frames = torch.zeros(3, 3, 16, 16)
+    frames[1] = torch.rand(3, 16, 16, generator=torch.Generator().manual_seed(0)) * 2 - 1  # a wrong frame
+    got = _previous_ssim(frames, clip, torch.tensor([0, 1, 2]))
+    assert got[0] == pytest.approx(1.0) and got[1] == pytest.approx(1.0)  # context[-1], then frame 0
+    assert got[2] < 0.5  # frame 1 is far from the truth
+
+
+def test_inherited_spearman_is_reported(results):
+    for w in results.workloads:
+        d = results.default_row(w)
+        assert d.inherited_spearman is None or -1 <= d.inherited_spearman <= 1
+        assert d.num_scored > 0
+    lines = [c.line() for c in check_targets(results)]
+    assert any("frame before it" in line for line in lines)
+    assert any("batching bound" in line and "x)" in line for line in lines)
+    assert results.estimate.batch_cost is not None and results.estimate.batch_cost > 0
 
 
 def exit_code(argv) -> int:

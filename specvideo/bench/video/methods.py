@@ -82,7 +82,8 @@ def run_method(
 
 @dataclass(frozen=True)
 class RuntimeEstimate:
-    """Predicted wall time from a measured UNet evaluation (batch 1) and per-frame drafter times."""
+    """Predicted wall time from a measured UNet evaluation (batch 1) and per-frame drafter times,
+    and the measured cost of one batched pass of ``batch`` evaluations (the batching bound)."""
 
     unet_eval_s: float
     draft_frame_s: dict[str, float]
@@ -90,37 +91,63 @@ class RuntimeEstimate:
     baselines_s: float  # target-only, draft-only and first-frame-by-target runs
     sweep_low_s: float  # speculative and refine-all runs if every draft is accepted
     sweep_high_s: float  # ... if every draft is rejected
+    batch: int = 1
+    unet_batch_s: float | None = None  # one UNet pass over ``batch`` frames
+
+    @property
+    def batch_cost(self) -> float | None:
+        """A batched pass of ``batch`` evaluations costs this many single evaluations."""
+        return self.unet_batch_s / self.unet_eval_s if self.unet_batch_s and self.unet_eval_s else None
+
+    def batching_bound(self, reference_steps: int, num_refine_steps: int) -> float | None:
+        """The most CPU wall-clock speed-up over a target-only run at N = ``reference_steps`` that a
+        speculative path can reach when it accepts every draft: it still spends m refinement passes
+        per round of ``batch`` frames (N t_1 per frame against m t_batch / batch; drafting ignored)."""
+        if self.unet_batch_s is None:
+            return None
+        return reference_steps * self.batch * self.unet_eval_s / (num_refine_steps * self.unet_batch_s)
 
     def line(self) -> str:
         drafts = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in self.draft_frame_s.items())
         low, high = (self.baselines_s + self.sweep_low_s) / 60, (self.baselines_s + self.sweep_high_s) / 60
+        batched = (
+            f" (a batch of {self.batch}: {self.unet_batch_s * 1e3:.0f} ms, {self.batch_cost:.2f}x one)"
+            if self.unet_batch_s
+            else ""
+        )
         return (
-            f"{self.runs} runs; one UNet evaluation {self.unet_eval_s * 1e3:.0f} ms, one drafted frame (ms): "
-            f"{drafts}; estimated {low:.1f} min (every draft accepted) to {high:.1f} min (every draft "
+            f"{self.runs} runs; one UNet evaluation {self.unet_eval_s * 1e3:.0f} ms{batched}, one drafted frame "
+            f"(ms): {drafts}; estimated {low:.1f} min (every draft accepted) to {high:.1f} min (every draft "
             f"rejected), of which {self.baselines_s / 60:.1f} min for the baselines"
         )
 
 
-def measure_costs(pipe, drafters: dict[str, FrameDrafter], clip: BenchClip, repeats: int = 3):
-    """Median seconds of one UNet evaluation (batch 1) and of one drafted frame per drafter; also
-    the untimed warm-up of both."""
+def measure_costs(pipe, drafters: dict[str, FrameDrafter], clip: BenchClip, k: int = 4, repeats: int = 3):
+    """Median seconds of one UNet evaluation (batch 1), of one UNet pass over a batch of k frames
+    (a speculative round's refinement), and of one drafted frame per drafter; also the untimed
+    warm-up of each."""
     unet, device = pipe.unet, pipe.device
     C, (H, W) = unet.config.in_channels, pipe.verifier.resolution
-    x = torch.randn(1, C, H, W, generator=torch.Generator().manual_seed(0)).to(device, unet.dtype)
+    x = torch.randn(k, C, H, W, generator=torch.Generator().manual_seed(0)).to(device, unet.dtype)
     t = torch.tensor([500], device=device)
     with torch.inference_mode():
-        unet_s = median_time(lambda: unet(x, t), repeats, device)
+        unet_s = median_time(lambda: unet(x[:1], t), repeats, device)
+        batch_s = median_time(lambda: unet(x, t.expand(k)), repeats, device)
     context = clip.context[None].to(device)  # (1, P, 3, H, W)
-    k = 4
     draft_s = {
         name: median_time(lambda d=d: d.propose(context, k), repeats, device) / k
         for name, d in drafters.items()
     }
-    return unet_s, draft_s
+    return unet_s, draft_s, batch_s
 
 
 def estimate_runtime(
-    config: BenchVideoConfig, methods: list[Method], num_clips: int, unet_s: float, draft_s: dict[str, float]
+    config: BenchVideoConfig,
+    methods: list[Method],
+    num_clips: int,
+    unet_s: float,
+    draft_s: dict[str, float],
+    unet_batch_s: float | None = None,
 ) -> RuntimeEstimate:
     """Bounds on the run's wall time: every speculative draft accepted (m evaluations per frame)
     or every one rejected (m + N per frame); drafting F frames either way."""
@@ -138,4 +165,13 @@ def estimate_runtime(
             low += F * m.setting.num_refine_steps * unet_s + drafting
             high += F * (m.setting.num_refine_steps + N) * unet_s + drafting
     n = num_clips
-    return RuntimeEstimate(unet_s, draft_s, n * len(methods), n * baselines, n * low, n * high)
+    return RuntimeEstimate(
+        unet_s,
+        draft_s,
+        n * len(methods),
+        n * baselines,
+        n * low,
+        n * high,
+        config.num_draft_frames,
+        unet_batch_s,
+    )

@@ -92,11 +92,16 @@ def _check_default(results: BenchVideoResults, w: str) -> list[VideoTargetCheck]
         ),
         (
             d.speedup is not None and d.speedup >= WALL_SPEEDUP,
-            f"{_fmt(d.speedup, '{:.2f}x')} (median per-clip ratio)",
+            f"{_fmt(d.speedup, '{:.2f}x')} (median per-clip ratio; batching bound "
+            f"{_fmt(results.estimate.batching_bound(ref.steps, results.settings['num_refine_steps']), '{:.2f}x')})",
         ),
         (d.pass_ratio is not None and d.pass_ratio >= PASS_SPEEDUP, f"{_fmt(d.pass_ratio, '{:.2f}x')}"),
         (None if d.auc is None else d.auc >= MIN_AUC, _fmt(d.auc, "{:.3f}")),
-        (None if d.spearman is None else d.spearman >= MIN_SPEARMAN, _fmt(d.spearman, "{:.3f}")),
+        (
+            None if d.spearman is None else d.spearman >= MIN_SPEARMAN,
+            f"{_fmt(d.spearman, '{:.3f}')}; a draft's SSIM against that of the frame before it: "
+            f"{_fmt(d.inherited_spearman, '{:.3f}')}",
+        ),
         (
             None
             if d.acceptance_rate is None
@@ -286,7 +291,12 @@ def _notes(results: BenchVideoResults) -> list[str]:
         f"target's output with the same seed (identical frames cap PSNR at {PSNR_CAP_DB:g} dB).",
         "- Discrimination over every draft the verifier scored: Spearman of the score with the draft's SSIM to the "
         "truth; AUC of 'score < τ' as a detector of drafts whose SSIM to the truth is below the reference target's "
-        "frame at that index.",
+        "frame at that index. Beside the Spearman target: the Spearman of a draft's SSIM to the truth with that of "
+        "the output frame before it (the error it inherits from frames already emitted, which no check of its "
+        "round can see).",
+        "- Batching bound: the most CPU wall-clock speed-up over the reference target that a speculative path "
+        "accepting every draft can reach, N · k · t(1) / (m · t(k)) with t(n) one UNet pass over n frames, "
+        "measured before the run (drafting ignored). It is the target check's figure beside the wall clock.",
         f"- Estimated before the run: {e.line()}.",
         *[f"- {n}" for n in results.notes],
     ]

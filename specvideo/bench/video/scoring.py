@@ -41,6 +41,7 @@ class ClipResult:
     scores: list[float] = field(default_factory=list)
     draft_ssim: list[float] = field(default_factory=list)
     target_ssim: dict[int, list[float]] = field(default_factory=dict)
+    previous_ssim: list[float] = field(default_factory=list)  # the output frame before each draft
 
 
 def score_output(out: MethodOutput, clip: BenchClip, targets: dict[int, torch.Tensor]) -> ClipResult:
@@ -75,7 +76,18 @@ def score_output(out: MethodOutput, clip: BenchClip, targets: dict[int, torch.Te
         result.target_ssim = {
             n: ssim(t[index], clip.truth[index], data_range=2.0).tolist() for n, t in targets.items()
         }
+        result.previous_ssim = _previous_ssim(out.frames, clip, index)
     return result
+
+
+def _previous_ssim(frames: torch.Tensor, clip: BenchClip, index: torch.Tensor) -> list[float]:
+    """SSIM to the truth of the frame each draft followed: output frame j - 1 for a draft at output
+    index j, the last (true) context frame for j = 0. The error a draft inherits from its context."""
+    P = len(clip.context)
+    made = torch.cat([clip.context, frames.float().cpu()])  # (P + F, 3, H, W)
+    true = torch.cat([clip.context, clip.truth])  # (P + F, 3, H, W)
+    before = index + P - 1  # (n,)
+    return ssim(made[before], true[before], data_range=2.0).tolist()
 
 
 def reference_steps(target_ssim: dict[int, float]) -> int:
@@ -118,6 +130,9 @@ class VideoMethodResult:
     num_scored: int
     seconds: list[float] = field(default_factory=list)
     ssim_gt_clips: list[float] = field(default_factory=list)
+    # Spearman of a draft's SSIM to the truth with that of the output frame before it: how much of
+    # the draft's quality it inherits from frames already emitted, which no check of its round sees
+    inherited_spearman: float | None = None
 
 
 def aggregate(
@@ -169,6 +184,7 @@ def aggregate(
         num_scored=len(scores),
         seconds=[r.seconds for r in runs],
         ssim_gt_clips=[r.ssim_gt for r in runs],
+        inherited_spearman=spearman(truth, [s for r in runs for s in r.previous_ssim]) if spec else None,
     )
 
 
