@@ -15,7 +15,15 @@ import gradio as gr
 
 from specvideo.app.common import STATS_HEADERS, bounded_int, check, user_errors
 from specvideo.app.config import AppConfig
-from specvideo.app.text_tab import COLORS, DRAFTERS, ColouredText, TextRequest, make_generator, origins, stats_rows
+from specvideo.app.text_tab import (
+    COLORS,
+    DRAFTERS,
+    ColouredText,
+    TextRequest,
+    make_generator,
+    origins,
+    stats_rows,
+)
 from specvideo.text import TEXT_DEFAULTS
 
 CHAT_EXAMPLES = [

@@ -64,6 +64,13 @@ def add(kinds) -> None:
     )
     v.add_argument("--metric", default=d.metric, choices=METRICS, help="similarity scored against tau")
     v.add_argument("--num-draft-frames", "-k", metavar="K", type=int, default=d.num_draft_frames)
+    v.add_argument(
+        "--sweep-draft-frames",
+        metavar="LIST",
+        type=ints,
+        default=d.sweep_draft_frames,
+        help="further draft lengths k of the sweep and refine-all, beside -k",
+    )
     v.add_argument("--refine-steps", metavar="M", type=int, default=d.num_refine_steps)
     v.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
     v.add_argument(
@@ -104,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         num_refine_steps=args.refine_steps,
         schedule=args.schedule,
         num_inference_steps=args.steps,
+        sweep_draft_frames=args.sweep_draft_frames,
         seed=args.seed,
         device=args.device,
         report=args.report,
@@ -135,6 +143,8 @@ def argv_of(c) -> list[str]:
     argv += ["--strengths", ",".join(f"{s:g}" for s in c.strengths), "--metric", c.metric]
     argv += ["--target-steps", ",".join(map(str, c.target_steps))]
     argv += ["--num-draft-frames", str(c.num_draft_frames), "--refine-steps", str(c.num_refine_steps)]
+    if c.sweep_draft_frames:
+        argv += ["--sweep-draft-frames", ",".join(map(str, c.sweep_draft_frames))]
     argv += ["--schedule", c.schedule] + (
         ["--steps", str(c.num_inference_steps)] if c.num_inference_steps else []
     )

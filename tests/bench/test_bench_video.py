@@ -27,6 +27,7 @@ from specvideo.bench.video import (
 from specvideo.bench.video.scoring import _previous_ssim
 from specvideo.bench.video.workloads import BenchClip
 from specvideo.cli import main
+from specvideo.cli.bench_video import argv_of
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.data import moving_shapes
 from specvideo.video.drafters import FramePredictor, LearnedDrafter, LinearDrafter
@@ -250,13 +251,42 @@ def test_runtime_estimate_bounds():
     assert est.baselines_s == 2 * (F * 1 + F * N + N)  # target-only at N = 1 and N + first-target+flow
     assert est.sweep_low_s == 2 * spec * F and est.sweep_high_s == 2 * spec * F * (N + 1)
     assert "runs" in est.line() and est.runs == 2 * len(methods)
-    assert est.batching_bound(1, 1) is None and est.batch_cost is None  # no batched pass measured
-    batched = estimate_runtime(cfg, methods, 2, unet_s=0.01, draft_s={"copy": 0.0}, unet_batch_s=0.03)
-    assert batched.batch == cfg.num_draft_frames == 4 and batched.batch_cost == pytest.approx(3.0)
-    # one-step reference, m = 1: 4 frames in 0.03 s against 4 x 0.01 s; N = 5 and m = 2 scale it
-    assert batched.batching_bound(1, 1) == pytest.approx(4 / 3)
-    assert batched.batching_bound(5, 2) == pytest.approx(10 / 3)
-    assert "a batch of 4: 30 ms, 3.00x one" in batched.line()
+    assert est.batching_bound(1, 0.25, 1.0) is None and est.pass_time(4) is None  # no curve measured
+    curve = {1: 0.01, 2: 0.015, 4: 0.03, 8: 0.05}  # seconds of one pass over n frames
+    timed = estimate_runtime(cfg, methods, 2, unet_s=0.01, draft_s={"copy": 0.0}, pass_s=curve)
+    assert timed.pass_time(4) == pytest.approx(0.03) and timed.pass_time(6) == pytest.approx(0.04)
+    assert timed.pass_time(16) == pytest.approx(0.09)  # beyond the curve: its last segment
+    # the reference target's own row (one evaluation per pass) is bound at 1x
+    assert timed.batching_bound(1, 1.0, 1.0) == pytest.approx(1.0)
+    # one evaluation per frame in passes of 4: 4 frames in 0.03 s against 4 x 0.01 s; N = 5 scales it
+    assert timed.batching_bound(1, 0.25, 1.0) == pytest.approx(4 / 3)
+    assert timed.batching_bound(5, 0.25, 1.0) == pytest.approx(20 / 3)
+    assert timed.batching_bound(1, 0.125, 1.0) == pytest.approx(8 / 5)
+    assert "2: 1.50, 4: 3.00, 8: 5.00" in timed.line()
+
+
+def test_draft_length_sweep():
+    cfg = config(thresholds=(0.5,), strengths=(0.6,), sweep_draft_frames=(8, D.num_draft_frames, 8))
+    assert cfg.sweep_draft_frames == (8,)  # the base k and repeats dropped
+    methods = build_methods(cfg, ("flow",))
+    names = [m.name for m in methods]
+    assert names[-5:] == [
+        "refine-all-flow",
+        "refine-all-flow-k8",
+        "spec-flow-s0.6-t0.5",
+        "spec-flow-s0.6-t0.5-k8",
+        "default",
+    ]
+    assert [m.setting.num_draft_frames for m in methods[-5:-1]] == [
+        D.num_draft_frames,
+        8,
+        D.num_draft_frames,
+        8,
+    ]
+    with pytest.raises(ValueError, match="sweep_draft_frames"):
+        config(sweep_draft_frames=(0,))
+    argv = " ".join(argv_of(cfg))  # the report's command reproduces the sweep
+    assert "--num-draft-frames 4 --refine-steps 1 --sweep-draft-frames 8" in argv
 
 
 def test_the_error_a_draft_inherits():
@@ -277,8 +307,10 @@ def test_inherited_spearman_is_reported(results):
         assert d.num_scored > 0
     lines = [c.line() for c in check_targets(results)]
     assert any("frame before it" in line for line in lines)
-    assert any("batching bound" in line and "x)" in line for line in lines)
-    assert results.estimate.batch_cost is not None and results.estimate.batch_cost > 0
+    assert any(re.search(r"batching bound \d+\.\d+x", line) for line in lines)
+    assert set(results.estimate.pass_s) == {1, 2, 4, 8, 16} and all(
+        t > 0 for t in results.estimate.pass_s.values()
+    )
 
 
 def exit_code(argv) -> int:

@@ -12,8 +12,7 @@ import pytest
 import torch
 
 from specvideo.cli import main
-from specvideo.text import SpeculativeGenerator
-from specvideo.text import smollm
+from specvideo.text import SpeculativeGenerator, smollm
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,6 @@
 
 from dataclasses import replace
 
-import torch
-
 from specvideo.text import SpeculativeGenerator
 from specvideo.text.shared_draft import is_shared_draft, load_shared_draft
 from specvideo.training.draft import DraftConfig, export, load_shards, train

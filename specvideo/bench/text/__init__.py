@@ -6,7 +6,13 @@ and decode costs) / results (aggregation and targets) / report (tables, plot, se
 """
 
 from specvideo.bench.report import machine_info, replace_section
-from specvideo.bench.text.config import BENCH_TEXT_DEFAULTS, FAMILIES, SCHEDULES, BenchTextConfig, parse_drafter
+from specvideo.bench.text.config import (
+    BENCH_TEXT_DEFAULTS,
+    FAMILIES,
+    SCHEDULES,
+    BenchTextConfig,
+    parse_drafter,
+)
 from specvideo.bench.text.prompts import (
     CHAT_HELDOUT,
     CHAT_TUNING,

@@ -11,6 +11,8 @@ Methods, all on the same clips with the same generator seed per clip (docs/ARCHI
                            equal-cost baseline of the speculative setting (target-only at N = m is
                            its other one, a target-N row)
     spec-<d>-s<s>-t<tau>   speculative, for each sweep drafter x strength s x threshold tau
+    ...-k<k>               the same at each further draft length k of ``sweep_draft_frames``
+                           (refine-all too); the rows without the suffix use ``num_draft_frames``
     default                VIDEO_DEFAULTS' speculative setting, when the sweep does not contain it
 """
 
@@ -64,6 +66,8 @@ class BenchVideoConfig:
     drafter runs only where the pipeline has weights. num_inference_steps: N of the speculative
     corrections and of first-target routing; None (the default) takes each workload's reference
     target N, found from the target-only rows, which run first on every clip.
+    sweep_draft_frames: further draft lengths k for the sweep and refine-all, beside
+    ``num_draft_frames`` (a longer round batches more frames per UNet pass).
     """
 
     model: str | None = None
@@ -82,6 +86,7 @@ class BenchVideoConfig:
     num_refine_steps: int = D.num_refine_steps
     schedule: str = D.schedule
     num_inference_steps: int | None = None
+    sweep_draft_frames: tuple[int, ...] = ()
     seed: int = 0
     device: str = "cpu"
     report: str = "docs/BENCHMARKS.md"
@@ -89,6 +94,10 @@ class BenchVideoConfig:
     def __post_init__(self) -> None:
         for name in ("clips", "drafters", "sweep_drafters", "thresholds", "strengths", "target_steps"):
             object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
+        for k in self.sweep_draft_frames:
+            _check_int("sweep_draft_frames", k, 1)
+        extra = [k for k in dict.fromkeys(self.sweep_draft_frames) if k != self.num_draft_frames]
+        object.__setattr__(self, "sweep_draft_frames", tuple(extra))
         object.__setattr__(self, "target_steps", tuple(sorted(self.target_steps)))
         for name in ("num_frames", "num_draft_frames", "num_refine_steps"):
             _check_int(name, getattr(self, name), 1)
@@ -154,19 +163,24 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
     sweep = [d for d in config.sweep_drafters if d in available]
     methods += [Method(f"first-target+{d}", "first-target", d) for d in sweep]
 
-    def setting(d: str, tau: float, s: float) -> SpecSetting:
-        return SpecSetting(
-            d, tau, s, config.metric, config.num_draft_frames, config.num_refine_steps, config.schedule
-        )
+    def setting(d: str, tau: float, s: float, k: int) -> SpecSetting:
+        return SpecSetting(d, tau, s, config.metric, k, config.num_refine_steps, config.schedule)
 
-    methods += [Method(f"refine-all-{d}", "refine-all", d, setting(d, -math.inf, D.strength)) for d in sweep]
-    for d in sweep:
-        for s in config.strengths:
-            for t in config.thresholds:
-                spec = setting(d, t, s)
-                methods.append(
-                    Method(f"spec-{d}-s{s:g}-t{t:g}", "speculative", d, spec, spec == DEFAULT_SETTING)
-                )
+    lengths = (config.num_draft_frames, *config.sweep_draft_frames)
+    for k in lengths:
+        tail = "" if k == config.num_draft_frames else f"-k{k}"
+        methods += [
+            Method(f"refine-all-{d}{tail}", "refine-all", d, setting(d, -math.inf, D.strength, k))
+            for d in sweep
+        ]
+    for k in lengths:
+        tail = "" if k == config.num_draft_frames else f"-k{k}"
+        for d in sweep:
+            for s in config.strengths:
+                for t in config.thresholds:
+                    spec = setting(d, t, s, k)
+                    name = f"spec-{d}-s{s:g}-t{t:g}{tail}"
+                    methods.append(Method(name, "speculative", d, spec, spec == DEFAULT_SETTING))
     if not any(m.is_default for m in methods):
         methods.append(Method("default", "speculative", D.drafter, DEFAULT_SETTING, True))
     return methods

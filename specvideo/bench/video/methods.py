@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -80,10 +81,14 @@ def run_method(
     return MethodOutput(frames, seconds, evals, passes, stats)
 
 
+BATCH_SIZES = (1, 2, 4, 8, 16)  # the batch-cost curve: one UNet pass over n frames
+
+
 @dataclass(frozen=True)
 class RuntimeEstimate:
     """Predicted wall time from a measured UNet evaluation (batch 1) and per-frame drafter times,
-    and the measured cost of one batched pass of ``batch`` evaluations (the batching bound)."""
+    and the measured batch-cost curve ``pass_s`` ({n: seconds of one UNet pass over n frames})
+    behind the batching bound."""
 
     unet_eval_s: float
     draft_frame_s: dict[str, float]
@@ -91,54 +96,63 @@ class RuntimeEstimate:
     baselines_s: float  # target-only, draft-only and first-frame-by-target runs
     sweep_low_s: float  # speculative and refine-all runs if every draft is accepted
     sweep_high_s: float  # ... if every draft is rejected
-    batch: int = 1
-    unet_batch_s: float | None = None  # one UNet pass over ``batch`` frames
+    pass_s: dict[int, float] = field(default_factory=dict)
 
-    @property
-    def batch_cost(self) -> float | None:
-        """A batched pass of ``batch`` evaluations costs this many single evaluations."""
-        return self.unet_batch_s / self.unet_eval_s if self.unet_batch_s and self.unet_eval_s else None
-
-    def batching_bound(self, reference_steps: int, num_refine_steps: int) -> float | None:
-        """The most CPU wall-clock speed-up over a target-only run at N = ``reference_steps`` that a
-        speculative path can reach when it accepts every draft: it still spends m refinement passes
-        per round of ``batch`` frames (N t_1 per frame against m t_batch / batch; drafting ignored)."""
-        if self.unet_batch_s is None:
+    def pass_time(self, n: float) -> float | None:
+        """Seconds of one UNet pass over n frames, linear between the measured batch sizes (and
+        along the last segment beyond them)."""
+        sizes = sorted(self.pass_s)
+        if len(sizes) < 2:
             return None
-        return reference_steps * self.batch * self.unet_eval_s / (num_refine_steps * self.unet_batch_s)
+        i = max(1, min(len(sizes) - 1, bisect.bisect_left(sizes, n)))  # the segment sizes[i - 1] .. sizes[i]
+        lo, hi = sizes[i - 1], sizes[i]
+        t_lo, t_hi = self.pass_s[lo], self.pass_s[hi]
+        return t_lo + (n - lo) * (t_hi - t_lo) / (hi - lo)
+
+    def batching_bound(
+        self, reference_steps: int, passes_per_frame: float, evals_per_frame: float
+    ) -> float | None:
+        """The CPU wall-clock speed-up over target-only at N = ``reference_steps`` that a row's UNet
+        passes alone allow: N t(1) per frame against passes/frame x t(b), b = evaluations per pass
+        (the row's mean batch). Drafting, scoring and Python overhead are left out."""
+        if not passes_per_frame or 1 not in self.pass_s:
+            return None
+        batch_s = self.pass_time(evals_per_frame / passes_per_frame)
+        return None if not batch_s else reference_steps * self.pass_s[1] / (passes_per_frame * batch_s)
 
     def line(self) -> str:
         drafts = ", ".join(f"{k} {v * 1e3:.1f}" for k, v in self.draft_frame_s.items())
         low, high = (self.baselines_s + self.sweep_low_s) / 60, (self.baselines_s + self.sweep_high_s) / 60
-        batched = (
-            f" (a batch of {self.batch}: {self.unet_batch_s * 1e3:.0f} ms, {self.batch_cost:.2f}x one)"
-            if self.unet_batch_s
-            else ""
-        )
+        curve = ""
+        if 1 in self.pass_s:
+            costs = ", ".join(
+                f"{n}: {t / self.pass_s[1]:.2f}" for n, t in sorted(self.pass_s.items()) if n > 1
+            )
+            curve = f" (one pass over n frames costs, in single passes, {costs})"
         return (
-            f"{self.runs} runs; one UNet evaluation {self.unet_eval_s * 1e3:.0f} ms{batched}, one drafted frame "
+            f"{self.runs} runs; one UNet evaluation {self.unet_eval_s * 1e3:.0f} ms{curve}, one drafted frame "
             f"(ms): {drafts}; estimated {low:.1f} min (every draft accepted) to {high:.1f} min (every draft "
             f"rejected), of which {self.baselines_s / 60:.1f} min for the baselines"
         )
 
 
-def measure_costs(pipe, drafters: dict[str, FrameDrafter], clip: BenchClip, k: int = 4, repeats: int = 3):
-    """Median seconds of one UNet evaluation (batch 1), of one UNet pass over a batch of k frames
-    (a speculative round's refinement), and of one drafted frame per drafter; also the untimed
-    warm-up of each."""
+def measure_costs(pipe, drafters: dict[str, FrameDrafter], clip: BenchClip, repeats: int = 3):
+    """Median seconds of one UNet evaluation (batch 1), of one UNet pass over each batch size in
+    BATCH_SIZES, and of one drafted frame per drafter (k = 4); also the untimed warm-up of each."""
     unet, device = pipe.unet, pipe.device
     C, (H, W) = unet.config.in_channels, pipe.verifier.resolution
-    x = torch.randn(k, C, H, W, generator=torch.Generator().manual_seed(0)).to(device, unet.dtype)
+    x = torch.randn(max(BATCH_SIZES), C, H, W, generator=torch.Generator().manual_seed(0))
+    x = x.to(device, unet.dtype)
     t = torch.tensor([500], device=device)
     with torch.inference_mode():
-        unet_s = median_time(lambda: unet(x[:1], t), repeats, device)
-        batch_s = median_time(lambda: unet(x, t.expand(k)), repeats, device)
+        pass_s = {n: median_time(lambda n=n: unet(x[:n], t.expand(n)), repeats, device) for n in BATCH_SIZES}
     context = clip.context[None].to(device)  # (1, P, 3, H, W)
+    k = 4
     draft_s = {
         name: median_time(lambda d=d: d.propose(context, k), repeats, device) / k
         for name, d in drafters.items()
     }
-    return unet_s, draft_s, batch_s
+    return pass_s[1], draft_s, pass_s
 
 
 def estimate_runtime(
@@ -147,7 +161,7 @@ def estimate_runtime(
     num_clips: int,
     unet_s: float,
     draft_s: dict[str, float],
-    unet_batch_s: float | None = None,
+    pass_s: dict[int, float] | None = None,
 ) -> RuntimeEstimate:
     """Bounds on the run's wall time: every speculative draft accepted (m evaluations per frame)
     or every one rejected (m + N per frame); drafting F frames either way."""
@@ -172,6 +186,5 @@ def estimate_runtime(
         n * baselines,
         n * low,
         n * high,
-        config.num_draft_frames,
-        unet_batch_s,
+        dict(pass_s or {}),
     )

@@ -40,12 +40,13 @@ def plot_pareto(results: BenchVideoResults, path: str | os.PathLike) -> Path:
 
 
 def _plot_sweep(ax, rows: list[VideoMethodResult]) -> None:
-    curves: dict[tuple[str, float], list[VideoMethodResult]] = {}
+    curves: dict[tuple[str, float, int], list[VideoMethodResult]] = {}
     for r in rows:
         if r.family == "speculative" and r.method != "default":
-            curves.setdefault((r.drafter, r.strength), []).append(r)
-    strengths = sorted({s for _, s in curves})
-    for (drafter, strength), points in curves.items():
+            curves.setdefault((r.drafter, r.strength, r.num_draft_frames), []).append(r)
+    strengths = sorted({s for _, s, _ in curves})
+    lengths = sorted({k for _, _, k in curves})
+    for (drafter, strength, k), points in curves.items():
         points.sort(key=lambda r: r.threshold)
         ax.plot(
             [p.speedup for p in points],
@@ -54,7 +55,10 @@ def _plot_sweep(ax, rows: list[VideoMethodResult]) -> None:
             markersize=3,
             color=_COLOURS.get(drafter),
             linestyle=_STYLES[strengths.index(strength) % len(_STYLES)],
-            label=f"speculative {drafter}, s={strength:g} (τ sweep)",
+            linewidth=1.0 + lengths.index(k),
+            label=f"speculative {drafter}, s={strength:g}"
+            + (f", k={k}" if len(lengths) > 1 else "")
+            + " (τ sweep)",
         )
         for p in points:
             ax.annotate(

@@ -100,9 +100,7 @@ def run_benchmark(
     pipes = {name: SpeculativeVideoPipeline(pipe.verifier, d) for name, d in drafters.items()}
     methods = build_methods(config, tuple(drafters))
     clips = [(w, clip) for w, cs in workloads.items() for clip in cs]
-    estimate = estimate_runtime(
-        config, methods, len(clips), *measure_costs(pipe, drafters, clips[0][1], config.num_draft_frames)
-    )
+    estimate = estimate_runtime(config, methods, len(clips), *measure_costs(pipe, drafters, clips[0][1]))
     if progress:
         print(f"bench video: {estimate.line()}", file=sys.stderr)
     records: dict[tuple[str, str], list[ClipResult]] = {}

@@ -109,6 +109,7 @@ class VideoMethodResult:
     drafter: str | None
     threshold: float | None
     strength: float | None
+    num_draft_frames: int | None  # k of a speculative or refine-all row
     steps: int | None
     is_default: bool
     reference_steps: int
@@ -161,6 +162,7 @@ def aggregate(
         drafter=method.drafter,
         threshold=method.setting.threshold if spec else None,
         strength=method.setting.strength if scored else None,
+        num_draft_frames=method.setting.num_draft_frames if scored else None,
         steps=method.steps,
         is_default=method.is_default,
         reference_steps=ref_n,
