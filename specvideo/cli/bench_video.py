@@ -37,31 +37,20 @@ def add(kinds) -> None:
     v.add_argument(
         "--clips", metavar="PATH", nargs="+", default=d.clips, help="video files instead of the split"
     )
-    v.add_argument(
-        "--drafters",
-        metavar="LIST",
-        type=names,
-        default=d.drafters,
-        help=f"draft-only baselines, a comma-separated subset of {','.join(DRAFTERS)}",
-    )
-    v.add_argument(
-        "--sweep-drafters",
-        metavar="LIST",
-        type=names,
-        default=d.sweep_drafters,
-        help="drafters of the tau x s sweep",
-    )
-    v.add_argument(
-        "--thresholds", metavar="LIST", type=floats, default=d.thresholds, help="tau values to sweep"
-    )
-    v.add_argument("--strengths", metavar="LIST", type=floats, default=d.strengths, help="s values to sweep")
-    v.add_argument(
-        "--target-steps",
-        metavar="LIST",
-        type=ints,
-        default=d.target_steps,
-        help="N values of the target-only rows",
-    )
+    lists = [
+        (
+            "--drafters",
+            names,
+            d.drafters,
+            f"draft-only baselines, a comma-separated subset of {','.join(DRAFTERS)}",
+        ),
+        ("--sweep-drafters", names, d.sweep_drafters, "drafters of the tau x s sweep"),
+        ("--thresholds", floats, d.thresholds, "tau values to sweep"),
+        ("--strengths", floats, d.strengths, "s values to sweep"),
+        ("--target-steps", ints, d.target_steps, "N values of the target-only rows"),
+    ]
+    for flag, parse, default, help in lists:
+        v.add_argument(flag, metavar="LIST", type=parse, default=default, help=help)
     v.add_argument("--metric", default=d.metric, choices=METRICS, help="similarity scored against tau")
     v.add_argument("--num-draft-frames", "-k", metavar="K", type=int, default=d.num_draft_frames)
     v.add_argument(

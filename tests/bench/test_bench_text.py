@@ -241,7 +241,16 @@ def test_config_validation(kwargs, message):
 def test_cli_bench_text_json(dirs, tmp_path, capsys):
     report = tmp_path / "docs" / "BENCHMARKS.md"
     argv = ["bench", "text", "--target", str(dirs / "target"), "--draft", str(dirs / "draft")]
-    argv += ["--prompts", str(dirs / "prompts.jsonl"), "--num-prompts", "1", "--max-new-tokens", "4", "--repeats", "1"]
+    argv += [
+        "--prompts",
+        str(dirs / "prompts.jsonl"),
+        "--num-prompts",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--repeats",
+        "1",
+    ]
     argv += ["--methods", "hf-target,ours-target,ours-draft", "--schedules", "constant", "--k-values", "2,3"]
     argv += ["--drafter", "hybrid"]  # the default hybrid@2048 needs a token ranking this draft lacks
     code = main([*argv, "--report", str(report), "--json"])
@@ -254,7 +263,10 @@ def test_cli_bench_text_json(dirs, tmp_path, capsys):
         "ours-hybrid-constant-k3+lean",
     ]
     assert [r["method"] for r in out["rows"] if r["temperature"] > 0] == [  # the default sampled families
-        "hf-target", "ours-hybrid-constant-k2+lean", "ours-hybrid-constant-k3+lean"]
+        "hf-target",
+        "ours-hybrid-constant-k2+lean",
+        "ours-hybrid-constant-k3+lean",
+    ]
     assert len(out["prompts"]) == 1 and out["command"].startswith("specvideo bench text --prompts ")
     assert "--k-values 2,3" in out["command"] and out["report"] == str(report)
     assert report.exists() and (report.parent / "text_speedup_vs_k.png").exists()
@@ -291,8 +303,14 @@ def test_cli_bench_text_errors_are_one_line_and_exit_2(dirs, tmp_path, capsys, e
 def test_ngram_k_values_apart_from_hf_lookup_and_in_the_command(dirs):
     from specvideo.cli.bench_text import reproducing_argv
 
-    cfg = config(dirs, methods=("hf-target", "hf-lookup", "ours-ngram"), lookup_ks=(5,), ngram_ks=(2, 3),
-                 temperatures=(0.0,), max_new_tokens=4)
+    cfg = config(
+        dirs,
+        methods=("hf-target", "hf-lookup", "ours-ngram"),
+        lookup_ks=(5,),
+        ngram_ks=(2, 3),
+        temperatures=(0.0,),
+        max_new_tokens=4,
+    )
     results = run_benchmark(cfg, prompts=["def f(x):"])
     assert [r.method for r in results.rows] == ["hf-target", "hf-lookup-k5", "ours-ngram-k2", "ours-ngram-k3"]
     assert "--ngram-k-values 2,3" in " ".join(reproducing_argv(cfg))
@@ -306,7 +324,9 @@ def test_lean_verifier_alone_on_a_non_llama_target_falls_back_to_transformers():
     from specvideo.bench.text.methods import build_methods
 
     tok = tiny_tokenizer(300)
-    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64)).eval()
+    gpt2 = GPT2LMHeadModel(
+        GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=1, n_head=2, n_positions=64)
+    ).eval()
     cfg = BenchTextConfig(methods=("ours-target", "ours-ngram"), verifiers=("lean",), ngram_ks=(3,))
     assert [m.name for m in build_methods(cfg, gpt2, None, tok)] == ["ours-target", "ours-ngram-k3"]
 
@@ -318,11 +338,21 @@ def test_replace_section_appends_when_missing():
 
 
 def test_repeats_give_a_spread_and_sampled_methods_narrow_t_above_0(dirs):
-    cfg = config(dirs, methods=("hf-target", "ours-draft"), sampled_methods=("hf-target",), ks=(3,),
-                 temperatures=(0.0, 0.7), repeats=3, max_new_tokens=4)
+    cfg = config(
+        dirs,
+        methods=("hf-target", "ours-draft"),
+        sampled_methods=("hf-target",),
+        ks=(3,),
+        temperatures=(0.0, 0.7),
+        repeats=3,
+        max_new_tokens=4,
+    )
     results = run_benchmark(cfg)
     assert [(r.method, r.temperature) for r in results.rows] == [
-        ("hf-target", 0.0), ("ours-model-heuristic-k3", 0.0), ("hf-target", 0.7)]
+        ("hf-target", 0.0),
+        ("ours-model-heuristic-k3", 0.0),
+        ("hf-target", 0.7),
+    ]
     ours = results.rows[1]
     assert len(ours.times_s) == 3 * 2 and sorted(set(ours.repeat)) == [0, 1, 2]
     lo, hi = ours.speedup_vs_hf_spread
@@ -340,8 +370,15 @@ def test_chat_prompts_go_through_the_chat_template(dirs, tmp_path):
     tok = _load_tokenizer(str(dirs / "target"))
     ids = encode(prompts[0], tok, 256, 4, "cpu")[0].tolist()
     assert tok.decode(ids) == "user: sort this</s>\nassistant: "
-    results = run_benchmark(config(dirs, prompts=str(path), methods=("hf-target", "ours-draft"),
-                                   temperatures=(0.0,), max_new_tokens=4))
+    results = run_benchmark(
+        config(
+            dirs,
+            prompts=str(path),
+            methods=("hf-target", "ours-draft"),
+            temperatures=(0.0,),
+            max_new_tokens=4,
+        )
+    )
     assert results.workloads == ["chat", "code"] and all(r.exact_match == 1.0 for r in results.rows)
 
 
@@ -358,12 +395,25 @@ def test_splits_are_disjoint_and_never_the_drafts_training_prompts():
 
 
 def test_lean_verifier_rows_are_exact_and_decode_costs_list_both_runners(dirs):
-    cfg = config(dirs, methods=("hf-target", "ours-target", "ours-draft", "ours-ngram"),
-                 verifiers=("transformers", "lean"), ks=(3,), temperatures=(0.0,), max_new_tokens=6)
+    cfg = config(
+        dirs,
+        methods=("hf-target", "ours-target", "ours-draft", "ours-ngram"),
+        verifiers=("transformers", "lean"),
+        ks=(3,),
+        temperatures=(0.0,),
+        max_new_tokens=6,
+    )
     results = run_benchmark(cfg)
     names = [r.method for r in results.rows]
-    assert names == ["hf-target", "ours-target", "ours-target+lean", "ours-model-heuristic-k3",
-                     "ours-model-heuristic-k3+lean", "ours-ngram-k4", "ours-ngram-k4+lean"]
+    assert names == [
+        "hf-target",
+        "ours-target",
+        "ours-target+lean",
+        "ours-model-heuristic-k3",
+        "ours-model-heuristic-k3+lean",
+        "ours-ngram-k4",
+        "ours-ngram-k4+lean",
+    ]
     assert all(r.exact_match == 1.0 for r in results.rows)
     # "x our target-only" compares with our loop run by the same verifier
     same = {r.method: r for r in results.rows}

@@ -251,17 +251,17 @@ def test_runtime_estimate_bounds():
     assert est.baselines_s == 2 * (F * 1 + F * N + N)  # target-only at N = 1 and N + first-target+flow
     assert est.sweep_low_s == 2 * spec * F and est.sweep_high_s == 2 * spec * F * (N + 1)
     assert "runs" in est.line() and est.runs == 2 * len(methods)
-    assert est.batching_bound(1, 0.25, 1.0) is None and est.pass_time(4) is None  # no curve measured
+    assert est.unet_time_ratio(1, 0.25, 1.0) is None and est.pass_time(4) is None  # no curve measured
     curve = {1: 0.01, 2: 0.015, 4: 0.03, 8: 0.05}  # seconds of one pass over n frames
     timed = estimate_runtime(cfg, methods, 2, unet_s=0.01, draft_s={"copy": 0.0}, pass_s=curve)
     assert timed.pass_time(4) == pytest.approx(0.03) and timed.pass_time(6) == pytest.approx(0.04)
     assert timed.pass_time(16) == pytest.approx(0.09)  # beyond the curve: its last segment
     # the reference target's own row (one evaluation per pass) is bound at 1x
-    assert timed.batching_bound(1, 1.0, 1.0) == pytest.approx(1.0)
+    assert timed.unet_time_ratio(1, 1.0, 1.0) == pytest.approx(1.0)
     # one evaluation per frame in passes of 4: 4 frames in 0.03 s against 4 x 0.01 s; N = 5 scales it
-    assert timed.batching_bound(1, 0.25, 1.0) == pytest.approx(4 / 3)
-    assert timed.batching_bound(5, 0.25, 1.0) == pytest.approx(20 / 3)
-    assert timed.batching_bound(1, 0.125, 1.0) == pytest.approx(8 / 5)
+    assert timed.unet_time_ratio(1, 0.25, 1.0) == pytest.approx(4 / 3)
+    assert timed.unet_time_ratio(5, 0.25, 1.0) == pytest.approx(20 / 3)
+    assert timed.unet_time_ratio(1, 0.125, 1.0) == pytest.approx(8 / 5)
     assert "2: 1.50, 4: 3.00, 8: 5.00" in timed.line()
 
 
@@ -307,7 +307,7 @@ def test_inherited_spearman_is_reported(results):
         assert d.num_scored > 0
     lines = [c.line() for c in check_targets(results)]
     assert any("frame before it" in line for line in lines)
-    assert any(re.search(r"batching bound \d+\.\d+x", line) for line in lines)
+    assert any(re.search(r"UNet-time ratio \d+\.\d+x", line) for line in lines)
     assert set(results.estimate.pass_s) == {1, 2, 4, 8, 16} and all(
         t > 0 for t in results.estimate.pass_s.values()
     )

@@ -88,7 +88,7 @@ BATCH_SIZES = (1, 2, 4, 8, 16)  # the batch-cost curve: one UNet pass over n fra
 class RuntimeEstimate:
     """Predicted wall time from a measured UNet evaluation (batch 1) and per-frame drafter times,
     and the measured batch-cost curve ``pass_s`` ({n: seconds of one UNet pass over n frames})
-    behind the batching bound."""
+    behind the UNet-time ratio."""
 
     unet_eval_s: float
     draft_frame_s: dict[str, float]
@@ -109,7 +109,7 @@ class RuntimeEstimate:
         t_lo, t_hi = self.pass_s[lo], self.pass_s[hi]
         return t_lo + (n - lo) * (t_hi - t_lo) / (hi - lo)
 
-    def batching_bound(
+    def unet_time_ratio(
         self, reference_steps: int, passes_per_frame: float, evals_per_frame: float
     ) -> float | None:
         """The CPU wall-clock speed-up over target-only at N = ``reference_steps`` that a row's UNet

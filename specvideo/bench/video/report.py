@@ -92,7 +92,7 @@ def _check_default(results: BenchVideoResults, w: str) -> list[VideoTargetCheck]
         ),
         (
             d.speedup is not None and d.speedup >= WALL_SPEEDUP,
-            f"{_fmt(d.speedup, '{:.2f}x')} (median per-clip ratio; batching bound "
+            f"{_fmt(d.speedup, '{:.2f}x')} (median per-clip ratio; UNet-time ratio "
             f"{_fmt(_bound(results, d, ref), '{:.2f}x')})",
         ),
         (d.pass_ratio is not None and d.pass_ratio >= PASS_SPEEDUP, f"{_fmt(d.pass_ratio, '{:.2f}x')}"),
@@ -114,8 +114,8 @@ def _check_default(results: BenchVideoResults, w: str) -> list[VideoTargetCheck]
 
 
 def _bound(results: BenchVideoResults, row: VideoMethodResult, ref: VideoMethodResult) -> float | None:
-    """The row's batching bound against the reference target (``RuntimeEstimate.batching_bound``)."""
-    return results.estimate.batching_bound(ref.steps, row.unet_passes_per_frame, row.unet_evals_per_frame)
+    """The row's UNet-time ratio against the reference target (``RuntimeEstimate.unet_time_ratio``)."""
+    return results.estimate.unet_time_ratio(ref.steps, row.unet_passes_per_frame, row.unet_evals_per_frame)
 
 
 def format_targets(results: BenchVideoResults) -> str:
@@ -304,7 +304,7 @@ def _notes(results: BenchVideoResults) -> list[str]:
         "frame at that index. Beside the Spearman target: the Spearman of a draft's SSIM to the truth with that of "
         "the output frame before it (the error it inherits from frames already emitted, which no check of its "
         "round can see).",
-        "- Batching bound (beside the wall-clock target): the CPU wall-clock speed-up over the reference target "
+        "- UNet-time ratio (beside the wall-clock target): the CPU wall-clock speed-up over the reference target "
         "that the default's UNet passes alone allow, N · t(1) / (passes per frame · t(b)), with b its mean frames "
         "per pass and t(n) one UNet pass over n frames, measured before the run (drafting, scoring and Python "
         "overhead left out).",
