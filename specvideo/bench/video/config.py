@@ -166,15 +166,16 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
     def setting(d: str, tau: float, s: float, k: int) -> SpecSetting:
         return SpecSetting(d, tau, s, config.metric, k, config.num_refine_steps, config.schedule)
 
-    lengths = (config.num_draft_frames, *config.sweep_draft_frames)
-    for k in lengths:
-        tail = "" if k == config.num_draft_frames else f"-k{k}"
-        methods += [
-            Method(f"refine-all-{d}{tail}", "refine-all", d, setting(d, -math.inf, D.strength, k))
-            for d in sweep
-        ]
-    for k in lengths:
-        tail = "" if k == config.num_draft_frames else f"-k{k}"
+    lengths = {
+        k: "" if k == config.num_draft_frames else f"-k{k}"
+        for k in (config.num_draft_frames, *config.sweep_draft_frames)
+    }
+    methods += [
+        Method(f"refine-all-{d}{tail}", "refine-all", d, setting(d, -math.inf, D.strength, k))
+        for k, tail in lengths.items()
+        for d in sweep
+    ]
+    for k, tail in lengths.items():
         for d in sweep:
             for s in config.strengths:
                 for t in config.thresholds:
