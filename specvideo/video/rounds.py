@@ -26,14 +26,17 @@ from specvideo.video.verifier import DiffusionVerifier
 @dataclass
 class ScoredDraft:
     """One draft the verifier scored: its row, the output frame index it drafted, its score, whether
-    it was accepted, and the draft frame (3, H, W). Rejected drafts count too, including those
-    discarded after the first rejection of their round."""
+    it was accepted, the draft frame (3, H, W), and its position in its round (0 for the first draft:
+    the round started at output index ``index - position``, and the check conditioned this draft on
+    the row's frames before that plus the round's drafts before it). Rejected drafts count too,
+    including those discarded after the first rejection of their round."""
 
     index: int
     score: float
     accepted: bool
     draft: torch.Tensor  # (3, H, W)
     row: int = 0
+    position: int = 0
 
 
 @dataclass
@@ -269,7 +272,9 @@ class VideoVerifier:
         new = new[: self.rows.remaining(b)]
         start = history.emitted
         for i, score in enumerate(scores):
-            stats.scored_drafts.append(ScoredDraft(start + i, score, i < j, draft.items[b, i], row=b))
+            stats.scored_drafts.append(
+                ScoredDraft(start + i, score, i < j, draft.items[b, i], row=b, position=i)
+            )
         for i, frame in enumerate(new):
             history.frames.append(frame.float())
             self.drafts[b].append(draft.items[b, i] if i < n else None)

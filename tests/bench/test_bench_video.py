@@ -247,9 +247,11 @@ def test_runtime_estimate_bounds():
     methods = build_methods(cfg, ("copy", "flow"))
     est = estimate_runtime(cfg, methods, num_clips=2, unet_s=1.0, draft_s={"copy": 0.0, "flow": 0.0})
     spec = sum(m.family == "speculative" for m in methods)
-    spec += sum(m.family == "refine-all" for m in methods)
+    refine_all = sum(m.family == "refine-all" for m in methods)
     assert est.baselines_s == 2 * (F * 1 + F * N + N)  # target-only at N = 1 and N + first-target+flow
-    assert est.sweep_low_s == 2 * spec * F and est.sweep_high_s == 2 * spec * F * (N + 1)
+    # speculative rows add the in-place check: N evaluations for each of >= F scored drafts
+    assert est.sweep_low_s == 2 * (spec * F * (N + 1) + refine_all * F)
+    assert est.sweep_high_s == 2 * (spec * F * (2 * N + 1) + refine_all * F * (N + 1))
     assert "runs" in est.line() and est.runs == 2 * len(methods)
     assert est.unet_time_ratio(1, 0.25, 1.0) is None and est.pass_time(4) is None  # no curve measured
     curve = {1: 0.01, 2: 0.015, 4: 0.03, 8: 0.05}  # seconds of one pass over n frames
@@ -403,3 +405,68 @@ def test_true_context_checks(results):
     text = "\n".join(local_section(results))
     assert "true context" in text and text.count(f"| flow | {D.strength:g} |") == 2
     assert len(results.to_dict()["local_checks"]) == len(checks)
+
+
+def test_draft_windows_are_the_windows_the_check_used():
+    """A draft at position i of a round starting at output index r was checked after the frames
+    before r and the round's drafts 0..i-1."""
+    from specvideo.bench.video.inplace import draft_windows
+    from specvideo.video.rounds import ScoredDraft, VideoSpecStats
+
+    def flat(v):
+        return torch.full((3, 4, 4), float(v))
+
+    context, frames = torch.stack([flat(-1), flat(-0.9)]), torch.stack([flat(i / 10) for i in range(4)])
+    stats = VideoSpecStats()
+    stats.scored_drafts = [
+        ScoredDraft(r + i, 0.0, True, flat(0.5 + r / 10 + i / 100), position=i)
+        for r, n in ((0, 3), (2, 2))
+        for i in range(n)
+    ]
+    windows = draft_windows(stats, context, frames, P=2)  # (5, 2, 3, 4, 4)
+    want = torch.tensor([[-1, -0.9], [-0.9, 0.5], [0.5, 0.51], [0.0, 0.1], [0.1, 0.7]])
+    torch.testing.assert_close(windows[:, :, 0, 0, 0], want)
+    stats.scored_drafts[0].row = 1
+    with pytest.raises(ValueError, match="one-row"):
+        draft_windows(stats, context, frames, P=2)
+
+
+def test_target_in_place_of_target_frames_is_the_target_only_run():
+    """Given the target-only run's own windows and its seed, the in-place target frames are that
+    run's frames exactly: the same windows, the same per-frame noise."""
+    from specvideo.bench.video.inplace import draft_windows, target_in_place
+    from specvideo.video.rounds import ScoredDraft, VideoSpecStats
+
+    pipe = tiny_pipe()
+    clip = load_workloads(config(num_real=0), P, SIZE)["synthetic"][0]
+    out = pipe(
+        clip.context,
+        num_frames=F,
+        mode="target",
+        num_inference_steps=N,
+        generator=torch.Generator().manual_seed(7),
+        output_type="pt",
+        progress=False,
+    )
+    stats = VideoSpecStats()
+    stats.scored_drafts = [ScoredDraft(j, 0.0, True, out.frames[j]) for j in range(F)]  # rounds of 1
+    windows = draft_windows(stats, clip.context, out.frames, P)
+    made = target_in_place(pipe.verifier, windows, list(range(F)), N, seed=7)
+    torch.testing.assert_close(made, out.frames.float(), atol=1e-5, rtol=0)
+    other = target_in_place(pipe.verifier, windows, list(range(F)), N, seed=8)
+    assert not torch.allclose(other, made)
+
+
+def test_in_place_check_is_reported(results):
+    from specvideo.bench.video.report import in_place_section
+
+    for r in results.rows:
+        if r.family == "speculative":
+            assert 0 <= r.in_place_worse_share <= 1
+            assert r.in_place_auc is None or 0 <= r.in_place_auc <= 1
+            assert r.in_place_spearman is None or -1 <= r.in_place_spearman <= 1
+        else:
+            assert r.in_place_worse_share is None and r.in_place_auc is None
+    text = "\n".join(in_place_section(results))
+    assert "in the draft's place" in text and text.count(f"**{DEFAULT_NAME}** (default)") == 2
+    assert any("target in the draft's place" in c.line() for c in check_targets(results))

@@ -179,8 +179,10 @@ def estimate_runtime(
         elif m.family == "first-target":
             baselines += N * unet_s + drafting
         else:
-            low += F * m.setting.num_refine_steps * unet_s + drafting
-            high += F * (m.setting.num_refine_steps + N) * unet_s + drafting
+            # speculative rows also run the untimed in-place check: N per scored draft, >= F drafts
+            in_place = F * N * unet_s if m.family == "speculative" else 0.0
+            low += F * m.setting.num_refine_steps * unet_s + drafting + in_place
+            high += F * (m.setting.num_refine_steps + N) * unet_s + drafting + in_place
     n = num_clips
     return RuntimeEstimate(
         unet_s,

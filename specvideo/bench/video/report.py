@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specvideo.bench.report import atomic_write, command_block, fmt_load, replace_section
+from specvideo.bench.video.inplace import in_place_table
 from specvideo.bench.video.local import local_table
 from specvideo.bench.video.run import BenchVideoResults
 from specvideo.bench.video.scoring import VideoMethodResult
@@ -96,11 +97,16 @@ def _check_default(results: BenchVideoResults, w: str) -> list[VideoTargetCheck]
             f"{_fmt(_bound(results, d, ref), '{:.2f}x')})",
         ),
         (d.pass_ratio is not None and d.pass_ratio >= PASS_SPEEDUP, f"{_fmt(d.pass_ratio, '{:.2f}x')}"),
-        (None if d.auc is None else d.auc >= MIN_AUC, _fmt(d.auc, "{:.3f}")),
+        (
+            None if d.auc is None else d.auc >= MIN_AUC,
+            f"{_fmt(d.auc, '{:.3f}')}; against the target in the draft's place: "
+            f"{_fmt(d.in_place_auc, '{:.3f}')}, {_fmt(d.in_place_worse_share, '{:.0%}')} of drafts below it",
+        ),
         (
             None if d.spearman is None else d.spearman >= MIN_SPEARMAN,
             f"{_fmt(d.spearman, '{:.3f}')}; a draft's SSIM against that of the frame before it: "
-            f"{_fmt(d.inherited_spearman, '{:.3f}')}",
+            f"{_fmt(d.inherited_spearman, '{:.3f}')}; score against the draft's margin over the target in its "
+            f"place: {_fmt(d.in_place_spearman, '{:.3f}')}",
         ),
         (
             None
@@ -238,7 +244,7 @@ def video_section(results: BenchVideoResults, command: str, plot_link: str) -> s
     split = results.settings.get("split", "heldout")
     lines = [*command_block(SECTION[split], command), *_notes(results), ""]
     lines += [to_markdown(results).rstrip(), "", "Targets:", "", format_targets(results), ""]
-    lines += local_section(results)
+    lines += local_section(results) + in_place_section(results)
     if split == "tuning":
         row, why = choose_default(results)
         lines += [f"Default chosen on this split by `choose_default`: {why}.", ""]
@@ -259,6 +265,23 @@ def local_section(results: BenchVideoResults) -> list[str]:
     ]
     for w in results.workloads:
         lines += [f"{WORKLOAD_TITLES.get(w, w)}:", "", local_table(results.local_checks, w), ""]
+    return lines
+
+
+def in_place_section(results: BenchVideoResults) -> list[str]:
+    """The check against the target in each draft's place (``specvideo.bench.video.inplace``)."""
+    if not any(r.in_place_worse_share is not None for r in results.rows):
+        return []
+    lines = [
+        "The check against the target in the draft's place (`specvideo/bench/video/inplace.py`): every draft "
+        "the run scored, labelled against the frame the reference target makes from the draft's own context "
+        "(the window the check conditioned it on, the same per-frame noise as target-only), so the drift both "
+        "share is left out. AUC of 'score < τ' for drafts below that frame; Spearman of the score with the "
+        "draft's SSIM margin over it; the run-level figures of the main table beside them.",
+        "",
+    ]
+    for w in results.workloads:
+        lines += [f"{WORKLOAD_TITLES.get(w, w)}:", "", in_place_table(results.rows, w), ""]
     return lines
 
 

@@ -17,6 +17,7 @@ from specvideo.bench.video.config import (
     Method,
     build_methods,
 )
+from specvideo.bench.video.inplace import in_place_ssim
 from specvideo.bench.video.local import LocalCheck, true_context_checks
 from specvideo.bench.video.methods import RuntimeEstimate, estimate_runtime, measure_costs, run_method
 from specvideo.bench.video.scoring import (
@@ -118,8 +119,9 @@ def run_benchmark(
         for method in methods:
             if method.family != "target":
                 out = _run(bar, method, pipe, pipes, clip, config, index, workload, steps[workload])
+                in_place = _in_place(method, pipe, out, clip, steps[workload], config.seed + index)
                 records.setdefault((workload, method.name), []).append(
-                    score_output(out, clip, outputs[index])
+                    score_output(out, clip, outputs[index], in_place)
                 )
     bar.close()
     sweep = {d: drafters[d] for d in config.sweep_drafters if d in drafters}
@@ -146,6 +148,13 @@ def _run(bar, method, pipe, pipes, clip, config, index, workload, steps=None):
     out = run_method(method, pipe, pipes, clip, config, config.seed + index, steps)
     bar.update()
     return out
+
+
+def _in_place(method: Method, pipe, out, clip, steps: int, seed: int) -> list[float] | None:
+    """Speculative rows: SSIM of the target's frame in each scored draft's place (after the timing)."""
+    if method.family != "speculative" or out.stats is None:
+        return None
+    return in_place_ssim(pipe.verifier, out.stats, clip.context, out.frames, clip.truth, steps, seed)
 
 
 def _reference(workload: str, targets: list[Method], records) -> int:

@@ -5,7 +5,10 @@ clip (the reference target is chosen after the run). Costs: seconds, UNet evalua
 and sequential UNet passes (a batched call counts once: the latency proxy for hardware that runs a
 batch in the time of one frame). The verifier's discrimination (docs/ARCHITECTURE.md §4) over every scored
 draft: Spearman of its score with its true SSIM to the ground-truth frame, and ROC-AUC of
-"score < tau" as a detector of drafts whose SSIM to the truth is below the reference target's frame.
+"score < tau" as a detector of drafts whose SSIM to the truth is below the reference target's frame;
+and the same two against the target *in the draft's place* (``specvideo.bench.video.inplace``): AUC
+for drafts below the frame the target makes from the draft's own context, Spearman of the score
+with the draft's margin over that frame.
 """
 
 from __future__ import annotations
@@ -42,10 +45,17 @@ class ClipResult:
     draft_ssim: list[float] = field(default_factory=list)
     target_ssim: dict[int, list[float]] = field(default_factory=dict)
     previous_ssim: list[float] = field(default_factory=list)  # the output frame before each draft
+    in_place_ssim: list[float] = field(default_factory=list)  # the target's frame in each draft's place
 
 
-def score_output(out: MethodOutput, clip: BenchClip, targets: dict[int, torch.Tensor]) -> ClipResult:
-    """Quality against the ground truth and each target-only output in ``targets`` ({N: (F, 3, H, W)})."""
+def score_output(
+    out: MethodOutput,
+    clip: BenchClip,
+    targets: dict[int, torch.Tensor],
+    in_place: list[float] | None = None,
+) -> ClipResult:
+    """Quality against the ground truth and each target-only output in ``targets`` ({N: (F, 3, H, W)});
+    ``in_place``: SSIM to the truth of the target's frame in each scored draft's place, if measured."""
     result = ClipResult(
         seconds=out.seconds,
         unet_evals=out.unet_evals,
@@ -77,6 +87,7 @@ def score_output(out: MethodOutput, clip: BenchClip, targets: dict[int, torch.Te
             n: ssim(t[index], clip.truth[index], data_range=2.0).tolist() for n, t in targets.items()
         }
         result.previous_ssim = _previous_ssim(out.frames, clip, index)
+        result.in_place_ssim = list(in_place or [])
     return result
 
 
@@ -134,6 +145,11 @@ class VideoMethodResult:
     # Spearman of a draft's SSIM to the truth with that of the output frame before it: how much of
     # the draft's quality it inherits from frames already emitted, which no check of its round sees
     inherited_spearman: float | None = None
+    # against the target in each draft's place (measured for speculative rows): AUC of "score < tau"
+    # for drafts below that frame, their share, and Spearman of score with the draft's margin over it
+    in_place_auc: float | None = None
+    in_place_worse_share: float | None = None
+    in_place_spearman: float | None = None
 
 
 def aggregate(
@@ -150,6 +166,7 @@ def aggregate(
     scores = [s for r in runs for s in r.scores]
     truth = [s for r in runs for s in r.draft_ssim]
     worse = [d < t for r in runs for d, t in zip(r.draft_ssim, r.target_ssim.get(ref_n, []))]
+    in_place = _in_place(runs) if spec else (None, None, None)
     ratios = [t.seconds / r.seconds for t, r in zip(reference, runs)]
     per_frame = num_frames * len(runs)
     evals, passes = sum(r.unet_evals for r in runs) / per_frame, sum(r.unet_passes for r in runs) / per_frame
@@ -187,7 +204,26 @@ def aggregate(
         seconds=[r.seconds for r in runs],
         ssim_gt_clips=[r.ssim_gt for r in runs],
         inherited_spearman=spearman(truth, [s for r in runs for s in r.previous_ssim]) if spec else None,
+        in_place_auc=in_place[0],
+        in_place_worse_share=in_place[1],
+        in_place_spearman=in_place[2],
     )
+
+
+def _in_place(runs: list[ClipResult]) -> tuple[float | None, float | None, float | None]:
+    """(AUC, share of drafts below the target in their place, Spearman of score with the margin)
+    over the clips that measured it."""
+    pairs = [
+        (s, d - t)
+        for r in runs
+        if len(r.in_place_ssim) == len(r.scores)
+        for s, d, t in zip(r.scores, r.draft_ssim, r.in_place_ssim)
+    ]
+    if not pairs:
+        return None, None, None
+    scores, margin = [s for s, _ in pairs], [m for _, m in pairs]
+    worse = [m < 0 for m in margin]
+    return roc_auc(worse, [-s for s in scores]), sum(worse) / len(worse), spearman(scores, margin)
 
 
 def _ratio(num: float, den: float) -> float | None:
