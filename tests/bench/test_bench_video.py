@@ -470,3 +470,24 @@ def test_in_place_check_is_reported(results):
     text = "\n".join(in_place_section(results))
     assert "in the draft's place" in text and text.count(f"**{DEFAULT_NAME}** (default)") == 2
     assert any("target in the draft's place" in c.line() for c in check_targets(results))
+
+
+def test_check_scores_script_candidates():
+    """scripts/check_scores.py: every candidate gives one score per draft, finite where defined."""
+    import importlib.util
+    from pathlib import Path
+
+    from specvideo.video.metrics import ssim
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "check_scores.py"
+    spec = importlib.util.spec_from_file_location("check_scores", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    verifier = DiffusionVerifier(tiny_unet(SIZE, P))
+    g = torch.Generator().manual_seed(0)
+    windows = torch.rand(3, P, 3, SIZE, SIZE, generator=g) * 2 - 1
+    drafts, target = (torch.rand(3, 3, SIZE, SIZE, generator=g) * 2 - 1 for _ in range(2))
+    got = module.candidates(verifier, windows, drafts, target, torch.Generator().manual_seed(1))
+    assert len(got) == 3 + 2 * len(module.STRENGTHS) + 4
+    assert all(len(v) == 3 and all(math.isfinite(x) for x in v) for v in got.values())
+    assert got["SSIM(draft, target)"] == ssim(drafts, target, data_range=2.0).tolist()
