@@ -256,32 +256,34 @@ def local_section(results: BenchVideoResults) -> list[str]:
     """The check on rounds drafted from the true context (``specvideo.bench.video.local``)."""
     if not results.local_checks:
         return []
-    lines = [
+    intro = (
         "The check on rounds drafted from the true context (no inherited drift; "
         "`specvideo/bench/video/local.py`): each clip cut into rounds of k frames that start from true "
         "frames, scored as the pipeline scores a round, against the reference target's frames from the "
-        "same context.",
-        "",
-    ]
-    for w in results.workloads:
-        lines += [f"{WORKLOAD_TITLES.get(w, w)}:", "", local_table(results.local_checks, w), ""]
-    return lines
+        "same context."
+    )
+    return _per_workload(results, intro, lambda w: local_table(results.local_checks, w))
 
 
 def in_place_section(results: BenchVideoResults) -> list[str]:
     """The check against the target in each draft's place (``specvideo.bench.video.inplace``)."""
     if not any(r.in_place_worse_share is not None for r in results.rows):
         return []
-    lines = [
+    intro = (
         "The check against the target in the draft's place (`specvideo/bench/video/inplace.py`): every draft "
         "the run scored, labelled against the frame the reference target makes from the draft's own context "
         "(the window the check conditioned it on, the same per-frame noise as target-only), so the drift both "
         "share is left out. AUC of 'score < τ' for drafts below that frame; Spearman of the score with the "
-        "draft's SSIM margin over it; the run-level figures of the main table beside them.",
-        "",
-    ]
+        "draft's SSIM margin over it; the run-level figures of the main table beside them."
+    )
+    return _per_workload(results, intro, lambda w: in_place_table(results.rows, w))
+
+
+def _per_workload(results: BenchVideoResults, intro: str, table) -> list[str]:
+    """A paragraph, then ``table(workload)`` under each workload's title."""
+    lines = [intro, ""]
     for w in results.workloads:
-        lines += [f"{WORKLOAD_TITLES.get(w, w)}:", "", in_place_table(results.rows, w), ""]
+        lines += [f"{WORKLOAD_TITLES.get(w, w)}:", "", table(w), ""]
     return lines
 
 
