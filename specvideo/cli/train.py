@@ -42,7 +42,9 @@ def _add_train_smollm2(kinds) -> None:
     from specvideo.training.draft_data import DataConfig
 
     d, dd = DraftConfig(), DataConfig()
-    g = kinds.add_parser("smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)")
+    g = kinds.add_parser(
+        "smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)"
+    )
     g.add_argument("--work", default=dd.work)
     g.add_argument("--num-chat", type=int, default=dd.num_chat)
     g.add_argument("--num-code", type=int, default=dd.num_code)
@@ -70,8 +72,13 @@ def _run_smollm2_data(args: argparse.Namespace) -> int:
     from specvideo.training.draft_data import DataConfig, run_data
 
     cfg = replace(
-        DataConfig(), work=args.work, num_chat=args.num_chat, num_code=args.num_code,
-        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, max_minutes=args.max_minutes,
+        DataConfig(),
+        work=args.work,
+        num_chat=args.num_chat,
+        num_code=args.num_code,
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
+        max_minutes=args.max_minutes,
         threads=args.threads,
     )
     print(run_data(cfg, str(smollm2_dir())))
@@ -84,7 +91,9 @@ def _run_smollm2_draft(args: argparse.Namespace) -> int:
     from specvideo.text.smollm import smollm2_dir
     from specvideo.training.draft import DraftConfig, train
 
-    cfg = replace(DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads)
+    cfg = replace(
+        DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads
+    )
     print(train(cfg, str(smollm2_dir())))
     return 0
 
@@ -99,6 +108,16 @@ def _run_smollm2_export(args: argparse.Namespace) -> int:
     return 0
 
 
+# per video stage: the VideoTrainConfig field behind each of its --lr, --unroll and --batch-size
+STAGE_FIELDS = {
+    "verifier": {"lr": "lr", "batch_size": "batch_size"},
+    "hint": {"lr": "hint_lr", "batch_size": "batch_size"},
+    "residual": {"lr": "residual_lr", "batch_size": "batch_size"},
+    "rollout": {"lr": "rollout_lr", "unroll": "rollout_unroll", "batch_size": "rollout_batch_size"},
+    "drafter": {"lr": "drafter_lr", "unroll": "drafter_unroll", "batch_size": "batch_size"},
+}
+
+
 def _add_train_video(kinds) -> None:
     from specvideo.training.video import VideoTrainConfig
     from specvideo.video.drafters import DRAFTERS
@@ -108,7 +127,11 @@ def _add_train_video(kinds) -> None:
         ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
         ("hint", d.hint_steps, "the verifier widened for the flow hint, trained on from video-verifier"),
         ("residual", d.residual_steps, "the hint verifier as a residual over the flow warp (zeroed output)"),
-        ("rollout", d.rollout_steps, "the residual verifier fine-tuned as the one-step generator on its own frames"),
+        (
+            "rollout",
+            d.rollout_steps,
+            "the residual verifier fine-tuned as the one-step generator on its own frames",
+        ),
         ("drafter", d.drafter_steps, "the learned frame predictor"),
     ]:
         v = kinds.add_parser(f"video-{stage}", help=what)
@@ -121,6 +144,22 @@ def _add_train_video(kinds) -> None:
             help="steps between evaluations (on the tuning split)",
         )
         v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
+        fields = STAGE_FIELDS[stage]
+        v.add_argument("--lr", type=float, default=getattr(d, fields["lr"]), help="peak learning rate")
+        v.add_argument(
+            "--min-lr-ratio",
+            type=float,
+            default=d.min_lr_ratio,
+            help="the cosine ends at this share of the peak (1: constant after the warm-up)",
+        )
+        for flag, what in (
+            ("unroll", "frames each training clip is unrolled on the model's own outputs"),
+            ("batch_size", "clips per step"),
+        ):
+            if flag in fields:
+                v.add_argument(
+                    f"--{flag.replace('_', '-')}", type=int, default=getattr(d, fields[flag]), help=what
+                )
         add_seed_and_device(v, d.seed, d.device)
         if stage in ("residual", "rollout"):
             v.add_argument(
@@ -145,14 +184,18 @@ def _run_train_video(args: argparse.Namespace) -> int:
     if args.stage == "export":
         print(f"wrote {video.export(replace(cfg, out=args.out), drafter=args.drafter)}")
         return 0
-    steps = {f"{args.stage}_steps": args.steps}
+    fields = STAGE_FIELDS[args.stage]
+    knobs = {fields[k]: getattr(args, k) for k in ("lr", "unroll", "batch_size") if k in fields}
+    _check_knobs(args)
     cfg = replace(
         cfg,
         max_minutes=args.max_minutes,
         eval_every=args.eval_every,
         device=args.device,
         seed=args.seed,
-        **steps,
+        min_lr_ratio=args.min_lr_ratio,
+        **{f"{args.stage}_steps": args.steps},
+        **knobs,
     )
     if getattr(args, "init", None):
         cfg = replace(cfg, residual_init=args.init)
@@ -162,6 +205,18 @@ def _run_train_video(args: argparse.Namespace) -> int:
         result = video.train_verifier(cfg, stage=args.stage)
     print(json.dumps(result, indent=2))
     return 0
+
+
+def _check_knobs(args: argparse.Namespace) -> None:
+    for flag, value, ok, rule in (
+        ("--steps", args.steps, args.steps >= 1, ">= 1"),
+        ("--lr", args.lr, args.lr > 0, "> 0"),
+        ("--min-lr-ratio", args.min_lr_ratio, 0 <= args.min_lr_ratio <= 1, "in [0, 1]"),
+        ("--unroll", getattr(args, "unroll", 1), getattr(args, "unroll", 1) >= 1, ">= 1"),
+        ("--batch-size", args.batch_size, args.batch_size >= 1, ">= 1"),
+    ):
+        if not ok:
+            raise ValueError(f"{flag} must be {rule}, got {value}")
 
 
 def _run_train_text(args: argparse.Namespace) -> int:

@@ -175,3 +175,38 @@ def test_train_only_videos_join_the_train_split_whole():
     train = RealClips("train", 16, train_only=TRAIN_ONLY_VIDEOS)
     assert len(train.videos) == len(RealClips("train", 16).videos) + len(TRAIN_ONLY_VIDEOS)
     assert len(RealClips("heldout", 16, train_only=TRAIN_ONLY_VIDEOS).videos) == 2  # never evaluated on
+
+
+def test_cli_sets_the_stage_knobs(monkeypatch, capsys):
+    """specvideo train video-rollout --lr/--min-lr-ratio/--unroll/--batch-size reach the rollout
+    stage's own config fields; bad values are refused with the flag named."""
+    from specvideo.cli import main
+
+    seen = {}
+    monkeypatch.setattr(video, "train_verifier", lambda cfg, stage: seen.update(cfg=cfg, stage=stage) or {})
+    argv = [
+        "train",
+        "video-rollout",
+        "--lr",
+        "3e-5",
+        "--min-lr-ratio",
+        "1",
+        "--unroll",
+        "6",
+        "--batch-size",
+        "4",
+    ]
+    assert main(argv + ["--steps", "7"]) == 0
+    cfg = seen["cfg"]
+    assert seen["stage"] == "rollout" and cfg.rollout_steps == 7 and cfg.min_lr_ratio == 1.0
+    assert (cfg.rollout_lr, cfg.rollout_unroll, cfg.rollout_batch_size) == (3e-5, 6, 4)
+    assert cfg.batch_size == video.VideoTrainConfig().batch_size  # the other stages' batch untouched
+    assert main(["train", "video-residual", "--lr", "2e-4"]) == 0 and seen["cfg"].residual_lr == 2e-4
+    for bad, flag in (
+        (["--unroll", "0"], "--unroll"),
+        (["--min-lr-ratio", "2"], "--min-lr-ratio"),
+        (["--lr", "0"], "--lr"),
+    ):
+        capsys.readouterr()
+        assert main(["train", "video-rollout", *bad]) == 2
+        assert f"{flag} must be" in capsys.readouterr().err
