@@ -24,21 +24,10 @@ done
 mkdir -p "$OUT_DIR"
 PY="${PYTHON:-python3}"
 START=$(date +%s)
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
-# 1. install
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/specvideo-site .whl/*.whl \
-        && export PYTHONPATH="$PYTHONPATH:/tmp/specvideo-site"
-fi
-"$PY" - <<'PY' || { echo "device_check: missing packages (run scripts/device_wheels.sh where there is network)" >&2; exit 3; }
-import importlib, sys
-missing = [m for m in ("torch", "diffusers", "transformers", "cv2", "einops", "safetensors", "imageio_ffmpeg", "pytest")
-           if importlib.util.find_spec(m) is None]
-if missing:
-    print("missing:", ", ".join(missing), file=sys.stderr)
-    sys.exit(1)
-PY
+# 1. install (scripts/device_env.sh)
+NAME=device_check
+. scripts/device_env.sh
 
 if [ "$DRY" = 1 ]; then
     DEVICE=cpu; VIDEO=(--num-synthetic 1 --num-real 0 --num-frames 2 --target-steps 1); TEXT=(--num-prompts 1 --repeats 1 --max-new-tokens 8 --workloads code --target models/text/target --draft models/text/draft)

@@ -1,4 +1,5 @@
-"""scripts/device_check.sh in --dry-run: its whole plumbing on the CPU (the gpu tests skip here)."""
+"""scripts/device_check.sh and device_train_video.sh in --dry-run: their whole plumbing on the CPU (the
+gpu tests skip here; the training takes two tiny steps)."""
 
 import json
 import os
@@ -33,5 +34,27 @@ def test_device_check_dry_run_writes_its_summary(tmp_path):
 def test_device_check_refuses_unknown_options(tmp_path):
     run = subprocess.run(
         ["bash", str(ROOT / "scripts" / "device_check.sh"), "--fast"], capture_output=True, text=True
+    )
+    assert run.returncode == 2 and "unknown option --fast" in run.stderr
+
+
+def test_device_train_video_dry_run_exports_and_summarises(tmp_path):
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "device_train_video.sh"), str(tmp_path / "out"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["dry_run"] is True and summary["return_codes"] == {"train": 0, "export": 0}
+    assert summary["steps"] == 2 and summary["exported"] is True
+    assert "real_rollout_generated" in summary["last_eval"]  # evaluated on the tuning split
+    assert (tmp_path / "out" / "video" / "unet" / "diffusion_pytorch_model.safetensors").is_file()
+
+
+def test_device_train_video_refuses_unknown_options():
+    run = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "device_train_video.sh"), "--fast"], capture_output=True, text=True
     )
     assert run.returncode == 2 and "unknown option --fast" in run.stderr
