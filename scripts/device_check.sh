@@ -21,11 +21,8 @@ for arg in "$@"; do
         *) OUT_DIR="$arg" ;;
     esac
 done
-mkdir -p "$OUT_DIR"
-PY="${PYTHON:-python3}"
-START=$(date +%s)
 
-# 1. install (scripts/device_env.sh)
+# 1. install (scripts/device_env.sh: also START, PY and OUT_DIR)
 NAME=device_check
 . scripts/device_env.sh
 

@@ -1,7 +1,11 @@
 # Sourced by the scripts/device_*.sh scripts: on a bare GPU machine with no network, installs the
 # wheels in .whl/ (fetched beforehand by scripts/device_wheels.sh) beside the machine's torch, puts
 # the repository on PYTHONPATH, and stops with exit 3 if a package is still missing.
-# Needs: PY (the python), NAME (the calling script's name, for messages); run from the repo root.
+# Needs NAME (the calling script's name, for messages) and OUT_DIR; run from the repo root. Sets
+# START (the script's start, in seconds), PY (the python: $PYTHON or python3) and creates OUT_DIR.
+START=$(date +%s)
+PY="${PYTHON:-python3}"
+mkdir -p "$OUT_DIR"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/specvideo-site .whl/*.whl \

@@ -29,11 +29,11 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-mkdir -p "$OUT_DIR"
-PY="${PYTHON:-python3}"
-START=$(date +%s)
+case "$MINUTES" in
+    "" | *[!0-9]* | 0) echo "device_train_video: --minutes needs a whole number >= 1, got '$MINUTES'" >&2; exit 2 ;;
+esac
 
-# 1. install (scripts/device_env.sh)
+# 1. install (scripts/device_env.sh: also START, PY and OUT_DIR)
 NAME=device_train_video
 . scripts/device_env.sh
 

@@ -53,8 +53,9 @@ def test_device_train_video_dry_run_exports_and_summarises(tmp_path):
     assert (tmp_path / "out" / "video" / "unet" / "diffusion_pytorch_model.safetensors").is_file()
 
 
-def test_device_train_video_refuses_unknown_options():
-    run = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "device_train_video.sh"), "--fast"], capture_output=True, text=True
-    )
+def test_device_train_video_refuses_bad_options():
+    script = str(ROOT / "scripts" / "device_train_video.sh")
+    run = subprocess.run(["bash", script, "--fast"], capture_output=True, text=True)
     assert run.returncode == 2 and "unknown option --fast" in run.stderr
+    run = subprocess.run(["bash", script, "--minutes", "ten"], capture_output=True, text=True)
+    assert run.returncode == 2 and "--minutes needs a whole number" in run.stderr

@@ -42,9 +42,7 @@ def _add_train_smollm2(kinds) -> None:
     from specvideo.training.draft_data import DataConfig
 
     d, dd = DraftConfig(), DataConfig()
-    g = kinds.add_parser(
-        "smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)"
-    )
+    g = kinds.add_parser("smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)")
     g.add_argument("--work", default=dd.work)
     g.add_argument("--num-chat", type=int, default=dd.num_chat)
     g.add_argument("--num-code", type=int, default=dd.num_code)
@@ -72,13 +70,8 @@ def _run_smollm2_data(args: argparse.Namespace) -> int:
     from specvideo.training.draft_data import DataConfig, run_data
 
     cfg = replace(
-        DataConfig(),
-        work=args.work,
-        num_chat=args.num_chat,
-        num_code=args.num_code,
-        batch_size=args.batch_size,
-        max_new_tokens=args.max_new_tokens,
-        max_minutes=args.max_minutes,
+        DataConfig(), work=args.work, num_chat=args.num_chat, num_code=args.num_code,
+        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, max_minutes=args.max_minutes,
         threads=args.threads,
     )
     print(run_data(cfg, str(smollm2_dir())))
@@ -91,9 +84,7 @@ def _run_smollm2_draft(args: argparse.Namespace) -> int:
     from specvideo.text.smollm import smollm2_dir
     from specvideo.training.draft import DraftConfig, train
 
-    cfg = replace(
-        DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads
-    )
+    cfg = replace(DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads)
     print(train(cfg, str(smollm2_dir())))
     return 0
 
@@ -127,11 +118,7 @@ def _add_train_video(kinds) -> None:
         ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
         ("hint", d.hint_steps, "the verifier widened for the flow hint, trained on from video-verifier"),
         ("residual", d.residual_steps, "the hint verifier as a residual over the flow warp (zeroed output)"),
-        (
-            "rollout",
-            d.rollout_steps,
-            "the residual verifier fine-tuned as the one-step generator on its own frames",
-        ),
+        ("rollout", d.rollout_steps, "the residual verifier fine-tuned as the one-step generator on its own frames"),
         ("drafter", d.drafter_steps, "the learned frame predictor"),
     ]:
         v = kinds.add_parser(f"video-{stage}", help=what)
