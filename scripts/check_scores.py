@@ -7,8 +7,10 @@ reference target's frame (N = 1) in its place, and prints for each candidate sco
 with its margin over that frame. The candidates: SSIM / PSNR of the draft against its one-step
 refinement at s in {0.2, 0.4, 0.6, 0.8, 1}, against the target's frame, two refinements'
 agreement, the mean of two, SSIM to the flow hint, and the draft's position in its round.
-Clip i of the run uses seed i, as in `specvideo bench video`, so the pipeline
-score's row equals the bench's default row. Choose on --split tuning only. Usage: python scripts/check_scores.py --split tuning
+Clip i of the run uses seed i, as in `specvideo bench video`, so the pipeline score's row equals
+the bench's default row. Choose on --split tuning only.
+
+Usage: python scripts/check_scores.py --split tuning
 """
 
 from __future__ import annotations

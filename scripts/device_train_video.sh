@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The video rollout stage on a GPU machine, for a session that is lent one (docs/BENCHMARKS.md
 # "Video" says why it is the open lever: the target drifts on its own frames on real crops). In at
-# most MINUTES + 3 minutes:
+# most MINUTES + 4 minutes (training is cut at MINUTES + 2, the export at 2 more):
 #   1. installs what is missing (scripts/device_env.sh);
 #   2. continues the shipped verifier (models/video/unet) with the rollout loss on longer unrolls at a
 #      constant learning rate, `specvideo train video-rollout --device cuda`, for MINUTES (work dir

@@ -195,11 +195,12 @@ def _run_train_video(args: argparse.Namespace) -> int:
 
 
 def _check_knobs(args: argparse.Namespace) -> None:
+    unroll = getattr(args, "unroll", 1)  # only the stages that unroll have the flag
     for flag, value, ok, rule in (
         ("--steps", args.steps, args.steps >= 1, ">= 1"),
         ("--lr", args.lr, args.lr > 0, "> 0"),
         ("--min-lr-ratio", args.min_lr_ratio, 0 <= args.min_lr_ratio <= 1, "in [0, 1]"),
-        ("--unroll", getattr(args, "unroll", 1), getattr(args, "unroll", 1) >= 1, ">= 1"),
+        ("--unroll", unroll, unroll >= 1, ">= 1"),
         ("--batch-size", args.batch_size, args.batch_size >= 1, ">= 1"),
     ):
         if not ok:

@@ -58,7 +58,7 @@ class VideoSpecStats(SpecStats):
 
     def to_dict(self) -> dict:
         scored = [
-            {"row": r.row, "index": r.index, "score": r.score, "accepted": r.accepted}
+            {"row": r.row, "index": r.index, "position": r.position, "score": r.score, "accepted": r.accepted}
             for r in self.scored_drafts
         ]
         return {**super().to_dict(), "scored_drafts": scored, "unet_evals": self.unet_evals}

@@ -491,3 +491,21 @@ def test_check_scores_script_candidates():
     assert len(got) == 3 + 2 * len(module.STRENGTHS) + 4
     assert all(len(v) == 3 and all(math.isfinite(x) for x in v) for v in got.values())
     assert got["SSIM(draft, target)"] == ssim(drafts, target, data_range=2.0).tolist()
+
+
+def test_in_place_aggregation_arithmetic():
+    """AUC, share and margin Spearman are pooled over the clips that measured the in-place frames;
+    a clip whose in-place values do not match its scored drafts is refused."""
+    from specvideo.bench.video.scoring import ClipResult, _in_place
+
+    def clip(scores, draft, place):
+        return ClipResult(1.0, 1, 1, 20.0, 0.5, scores=scores, draft_ssim=draft, in_place_ssim=place)
+
+    # margins -0.2, 0.1, -0.1, 0.3: the two below the target have the two lowest scores
+    runs = [clip([0.1, 0.8], [0.5, 0.6], [0.7, 0.5]), clip([0.3, 0.9], [0.4, 0.9], [0.5, 0.6])]
+    runs.append(clip([0.2], [0.1], []))  # not measured: left out
+    auc, share, rho = _in_place(runs)
+    assert auc == 1.0 and share == 0.5 and rho == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="one value per scored draft"):
+        _in_place([clip([0.1, 0.2], [0.5, 0.6], [0.7])])
+    assert _in_place([clip([0.1], [0.5], [])]) == (None, None, None)

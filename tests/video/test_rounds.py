@@ -48,6 +48,16 @@ def test_scored_drafts_cover_every_scored_draft_with_its_position():
         torch.testing.assert_close(record.draft, draft)
     # the score is the similarity of the draft and its refinement: finite, an SSIM
     assert all(-1 <= r.score <= 1 and math.isfinite(r.score) for r in records)
+    # positions: each round's drafts are 0, 1, ... from its start; the next round starts after the
+    # accepted drafts and the correction (none when the round was accepted whole)
+    start, rounds = 0, {}
+    for r in records:
+        rounds.setdefault(r.index - r.position, []).append(r)
+    for begin, members in sorted(rounds.items()):
+        assert begin == start and [r.position for r in members] == list(range(len(members)))
+        accepted = sum(r.accepted for r in members)
+        start = begin + accepted + (accepted < len(members))
+    assert start == 9
 
 
 def test_target_and_draft_modes_score_nothing_and_stats_stay_json():
@@ -57,4 +67,4 @@ def test_target_and_draft_modes_score_nothing_and_stats_stay_json():
     stats = run(pipe, num_frames=3, threshold=-math.inf).stats
     as_json = json.loads(json.dumps(stats.to_dict()))
     assert [r["index"] for r in as_json["scored_drafts"]] == [r.index for r in stats.scored_drafts]
-    assert all(set(r) == {"row", "index", "score", "accepted"} for r in as_json["scored_drafts"])
+    assert all(set(r) == {"row", "index", "position", "score", "accepted"} for r in as_json["scored_drafts"])

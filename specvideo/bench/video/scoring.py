@@ -212,11 +212,13 @@ def aggregate(
 
 def _in_place(runs: list[ClipResult]) -> tuple[float | None, float | None, float | None]:
     """(AUC, share of drafts below the target in their place, Spearman of score with the margin)
-    over the clips that measured it."""
+    over the clips that measured it (a clip measures every scored draft or none)."""
+    if any(r.in_place_ssim and len(r.in_place_ssim) != len(r.scores) for r in runs):
+        raise ValueError("in_place_ssim must hold one value per scored draft")
     pairs = [
         (s, d - t)
         for r in runs
-        if len(r.in_place_ssim) == len(r.scores)
+        if r.in_place_ssim
         for s, d, t in zip(r.scores, r.draft_ssim, r.in_place_ssim)
     ]
     if not pairs:
