@@ -13,10 +13,18 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from specvideo.batch.items import TextItem, VideoItem, settings_hash, text_items, video_items
+from specvideo.batch.items import (
+    TextItem,
+    VideoItem,
+    settings_hash,
+    side_by_side_path,
+    text_items,
+    video_items,
+)
 from specvideo.batch.manifest import Manifest
 from specvideo.batch.runner import BatchContext, BatchSummary, Job, run_job
 from specvideo.batch.workers import TextWorker, VideoWorker
+from specvideo.files import clashing_outputs
 
 VIDEO_SETTINGS = (
     "num_frames",
@@ -30,6 +38,7 @@ VIDEO_SETTINGS = (
     "schedule",
     "seed",
 )
+VIDEO_JOB_SETTINGS = ("fps", "side_by_side", "max_side")  # the job's own, beside the pipeline's
 TEXT_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed")
 TEXT_GENERATOR = ("drafter", "num_draft_tokens", "schedule", "draft_vocab_size")
 
@@ -39,15 +48,16 @@ def video_settings(**given) -> dict[str, Any]:
     from specvideo.video.config import VIDEO_DEFAULTS
     from specvideo.video.inputs import CallSettings, check_call
 
-    unknown = sorted(set(given) - set(VIDEO_SETTINGS) - {"fps", "side_by_side"})
+    unknown = sorted(set(given) - set(VIDEO_SETTINGS) - set(VIDEO_JOB_SETTINGS))
     if unknown:
-        raise ValueError(
-            f"unknown video setting(s) {unknown}; choose from {VIDEO_SETTINGS + ('fps', 'side_by_side')}"
-        )
+        raise ValueError(f"unknown video setting(s) {unknown}; choose from {VIDEO_SETTINGS + VIDEO_JOB_SETTINGS}")
     defaults = {
         f.name: getattr(VIDEO_DEFAULTS, f.name) for f in fields(VIDEO_DEFAULTS) if f.name in VIDEO_SETTINGS
     }
-    settings = {**defaults, "fps": None, "side_by_side": False, **given}
+    settings = {**defaults, "fps": None, "side_by_side": False, "max_side": VIDEO_DEFAULTS.max_side, **given}
+    max_side = settings["max_side"]
+    if not isinstance(max_side, int) or isinstance(max_side, bool) or max_side < 8:
+        raise ValueError(f"max_side must be an integer >= 8 (pixels), got {max_side!r}")
     check_call(CallSettings(**{k: settings[k] for k in VIDEO_SETTINGS if k != "seed"}, output_type="np"))
     return settings
 
@@ -83,10 +93,11 @@ def video_job(
     _check_batch(batch_size, cpus_per_actor, num_actors)
     settings = video_settings(**settings)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     items = video_items([inputs] if isinstance(inputs, str) else list(inputs), str(out))
     if not items:
         raise ValueError(f"no video files found in {inputs}")
+    _refuse_clashes(items, out, settings["side_by_side"])
+    out.mkdir(parents=True, exist_ok=True)
     identity = {"model": str(model), "drafter": drafter, **settings}
     job = Job(
         worker_cls=VideoWorker,
@@ -136,6 +147,8 @@ def text_job(
     defaults = asdict(TEXT_DEFAULTS)
     call = {k: settings.get(k, defaults[k]) for k in TEXT_SETTINGS}
     generator_kwargs = {k: settings[k] for k in TEXT_GENERATOR if k in settings and settings[k] is not None}
+    if problem := clashing_outputs({"the results file": str(out)}, [str(prompts)]):
+        raise ValueError(problem)
     items = text_items(prompts)
     identity = {"target": str(target), "draft": str(draft), **generator_kwargs, **call}
     job = Job(
@@ -150,6 +163,17 @@ def text_job(
         desc="batch text",
     )
     return run_job(job, ray, num_actors, cpus_per_actor, force, progress, on_item)
+
+
+def _refuse_clashes(items: list[VideoItem], out: Path, side_by_side: bool) -> None:
+    """No output of the job may be one of its inputs or another of its outputs (before any work)."""
+    outputs = {"the manifest": str(out / "manifest.jsonl")}
+    for item in items:
+        outputs[f"the output of {item.path}"] = item.output
+        if side_by_side:
+            outputs[f"the side-by-side of {item.path}"] = side_by_side_path(item.output)
+    if problem := clashing_outputs(outputs, [item.path for item in items]):
+        raise ValueError(problem)
 
 
 def _check_batch(batch_size, cpus_per_actor, num_actors) -> None:

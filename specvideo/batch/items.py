@@ -55,6 +55,11 @@ def video_items(inputs: list[str], out_dir: str) -> list[VideoItem]:
     return items
 
 
+def side_by_side_path(output: str) -> str:
+    """Where a video item's side-by-side MP4 goes, beside its output."""
+    return str(Path(output).with_suffix("")) + ".sbs.mp4"
+
+
 @dataclass(frozen=True)
 class TextItem:
     id: str  # line number and a hash of the line: editing a line makes it a new item

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from specvideo.files import atomic_write
 
 
 class Manifest:
@@ -48,12 +49,4 @@ class Manifest:
         """Rewrite with one line per item: those of ``order`` first, in that order, then the rest."""
         ids = [i for i in order if i in self.rows] + [i for i in self.rows if i not in set(order)]
         text = "".join(json.dumps(self.rows[i]) + "\n" for i in ids)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, self.path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_write(self.path, lambda f: f.write(text))

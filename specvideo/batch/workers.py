@@ -8,10 +8,9 @@ long, an unreadable video), its items are redone one by one so that only the bad
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from specvideo.batch.items import TextItem, VideoItem
+from specvideo.batch.items import TextItem, VideoItem, side_by_side_path
 from specvideo.errors import first_line
 
 
@@ -22,7 +21,8 @@ def _error(item_id: str, reason: Exception | str, **extra) -> dict[str, Any]:
 
 class VideoWorker:
     """Continues videos with one SpeculativeVideoPipeline; ``settings`` are pipe() keyword arguments
-    plus "seed" (every item's generator seed), "fps" and "side_by_side"."""
+    plus "seed" (every item's generator seed), "fps", "side_by_side" and "max_side" (the longer side
+    inputs are downscaled to on decode). Items of one frame size share a pipe batch."""
 
     def __init__(
         self, model: str | None, drafter: str | None, device: str | None, threads: int | None = None
@@ -39,40 +39,35 @@ class VideoWorker:
         loaded, rows = [], {}
         for item in items:
             try:
-                loaded.append((item, self._context(item)))
+                loaded.append((item, self._context(item, settings["max_side"])))
             except Exception as err:  # noqa: BLE001 - one bad input fails its own item only
                 rows[item.id] = _error(item.id, err, input=item.path)
-        if loaded:
+        for size in dict.fromkeys(clip.size for _, clip in loaded):  # one pipe batch per frame size
+            group = [(item, clip) for item, clip in loaded if clip.size == size]
             try:
-                rows.update(self._generate(loaded, settings))
+                rows.update(self._generate(group, settings))
             except Exception:  # noqa: BLE001 - isolate the item that broke the batch
-                for item, context in loaded:
+                for item, context in group:
                     try:
                         rows.update(self._generate([(item, context)], settings))
                     except Exception as err:  # noqa: BLE001
                         rows[item.id] = _error(item.id, err, input=item.path)
         return [rows[item.id] for item in items]
 
-    def _context(self, item: VideoItem):
-        from specvideo.video.config import VIDEO_DEFAULTS
-        from specvideo.video.io import read_video
+    def _context(self, item: VideoItem, max_side: int):
+        from specvideo.video.io import read_context
 
         P = self.pipe.verifier.num_context_frames
-        clip = read_video(item.path, max_frames=P, from_end=True, max_side=VIDEO_DEFAULTS.max_input_side)
-        if clip.num_frames < P:
-            raise ValueError(
-                f"{item.path} has {clip.num_frames} frame(s); the model needs {P} context frames"
-            )
-        return clip
+        return read_context(item.path, P, max_side)
 
     def _generate(self, loaded, settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
         import torch
 
-        from specvideo.video.io import write_video
+        from specvideo.video.io import short_warning, write_video
         from specvideo.video.sidebyside import side_by_side_frames
 
         start = time.perf_counter()
-        options = {k: v for k, v in settings.items() if k not in ("seed", "fps", "side_by_side")}
+        options = {k: v for k, v in settings.items() if k not in ("seed", "fps", "side_by_side", "max_side")}
         generators = [torch.Generator().manual_seed(settings["seed"]) for _ in loaded]
         out = self.pipe([clip.frames for _, clip in loaded], generator=generators, progress=False, **options)
         seconds = (time.perf_counter() - start) / len(loaded)  # the batch's time, shared out
@@ -81,8 +76,10 @@ class VideoWorker:
             fps = settings.get("fps") or clip.fps
             write_video(out.frames[b], item.output, fps=fps)
             row = {"id": item.id, "input": item.path, "output": item.output, "status": "ok"}
+            if warning := short_warning(item.path, clip):
+                row["warning"] = warning
             if settings.get("side_by_side"):
-                sbs = str(Path(item.output).with_suffix("")) + ".sbs.mp4"
+                sbs = side_by_side_path(item.output)
                 stats = out.row_stats[b]
                 write_video(
                     side_by_side_frames(clip.frames[-1], out.frames[b], out.drafts[b], stats.frame_accepted),

@@ -9,13 +9,13 @@ from __future__ import annotations
 import datetime
 import os
 import platform
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import torch
+
+from specvideo.files import atomic_write  # noqa: F401 (the reports write through it)
 
 
 def machine_info(
@@ -84,22 +84,3 @@ def replace_section(document: str, heading: str, section: str) -> str:
     return out + ("\n" + after.rstrip("\n") + "\n" if after else "")
 
 
-def atomic_write(path: Path, write: Callable, binary: bool = False) -> None:
-    """Write through a temporary file in the same folder and rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            write(f)
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

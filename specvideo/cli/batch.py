@@ -72,6 +72,7 @@ def run_video(args: argparse.Namespace) -> int:
         "seed": args.seed,
         "fps": args.fps,
         "side_by_side": args.side_by_side,
+        "max_side": args.max_side,
     }
     rows, summary = video_job(
         args.inputs,
@@ -114,6 +115,8 @@ def _report(rows: list[dict], summary, as_json: bool) -> int:
         print(json.dumps({"rows": rows, "summary": {**summary.__dict__, "items_per_s": summary.items_per_s}}))
     else:
         for row in rows:
+            if row.get("warning"):
+                print(row["warning"], file=sys.stderr)
             if row.get("status") != "ok":
                 print(f"failed: {row.get('input', row['id'])}: {row.get('reason')}", file=sys.stderr)
         print(summary.line())

@@ -35,10 +35,19 @@ class VideoReadError(ValueError):
 
 @dataclass(frozen=True)
 class VideoClip:
-    """Decoded frames (F, H, W, 3) uint8 RGB and their frame rate."""
+    """Decoded frames (F, H, W, 3) uint8 RGB and their frame rate; ``decoded``: how many frames
+    decoded from the start position (more than F when only the last ones were kept), ``listed``: the
+    count the file's metadata gives (0 when unknown)."""
 
     frames: np.ndarray
     fps: float
+    decoded: int = 0
+    listed: int = 0
+
+    @property
+    def short(self) -> bool:
+        """Whether decoding stopped before the frame count the metadata lists (a damaged file)."""
+        return self.listed > 0 and self.decoded < self.listed
 
     @property
     def num_frames(self) -> int:
@@ -109,7 +118,34 @@ def read_video(
             f"{path}: decoding stopped after {start + decoded} of the {expected} frames its "
             "metadata lists (truncated or corrupt file; strict=False returns what decoded)"
         )
-    return VideoClip(frames=np.stack(frames), fps=fps)  # (F, H, W, 3)
+    return VideoClip(  # (F, H, W, 3); listed only where decoding reached the end
+        frames=np.stack(frames), fps=fps, decoded=start + decoded, listed=max(expected, 0) if reached_end else 0
+    )
+
+
+def read_context(path: str | os.PathLike, num_frames: int, max_side: int | None) -> VideoClip:
+    """The last ``num_frames`` frames of a video to continue, downscaled on decode to ``max_side``.
+
+    A damaged file that decodes fewer frames than its metadata lists is continued when at least
+    ``num_frames`` decode (``short_warning`` says so); fewer is a VideoReadError naming both counts.
+    """
+    clip = read_video(path, max_frames=num_frames, from_end=True, max_side=max_side, strict=False)
+    if clip.num_frames < num_frames:
+        listed = f" (its metadata lists {clip.listed})" if clip.short else ""
+        raise VideoReadError(
+            f"{path} has {clip.num_frames} frame(s){listed}; the model needs {num_frames} context frames"
+        )
+    return clip
+
+
+def short_warning(path: str | os.PathLike, clip: VideoClip) -> str | None:
+    """The one-line warning for a clip that decoded fewer frames than its metadata lists, else None."""
+    if not clip.short:
+        return None
+    return (
+        f"warning: {path}: {clip.decoded} of the {clip.listed} frames its metadata lists decode "
+        f"(a damaged or truncated file); continuing from the last {clip.num_frames} that do"
+    )
 
 
 def _check_read_args(start: int, max_frames: int | None, max_side: int | None) -> None:
