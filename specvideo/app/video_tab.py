@@ -28,7 +28,7 @@ from specvideo.video import DRAFTERS, METRICS, VideoClip, make_drafter, probe_vi
 from specvideo.video.config import VIDEO_DEFAULTS
 from specvideo.video.data import HELDOUT_SEEDS, moving_shapes, sample_video_paths
 from specvideo.video.drafters import FrameDrafter
-from specvideo.video.io import frames_to_tensor
+from specvideo.video.io import frames_to_tensor, short_warning
 from specvideo.video.metrics import psnr
 from specvideo.video.pipeline import SpeculativeVideoPipeline, VideoPipelineOutput
 from specvideo.video.rounds import VideoSpecStats
@@ -87,7 +87,8 @@ def read_context(path: str, num_context: int, config: AppConfig) -> VideoClip:
             info.width * info.height <= config.max_pixels,
             f"the video is {info.width}x{info.height}; the demo takes at most {config.max_pixels} pixels per frame",
         )
-        clip = read_video(path, max_frames=num_context, from_end=True, max_side=D.max_input_side)
+        # strict=False: a damaged file that still decodes the context frames is continued, with a warning
+        clip = read_video(path, max_frames=num_context, from_end=True, max_side=D.max_side, strict=False)
     except gr.Error:  # a ValueError too
         raise
     except ValueError as err:  # the user's file name, not the server's upload path
@@ -96,6 +97,8 @@ def read_context(path: str, num_context: int, config: AppConfig) -> VideoClip:
         clip.num_frames >= num_context,
         f"the video has {clip.num_frames} frame(s); the model needs {num_context} context frames",
     )
+    if warning := short_warning(Path(path).name, clip):
+        gr.Warning(warning.removeprefix("warning: "))
     return clip
 
 

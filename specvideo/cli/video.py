@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from specvideo.cli.common import UsageError, add_seed_and_device, check_output
+from specvideo.files import clashing_outputs
 from specvideo.video.config import MODES, VIDEO_DEFAULTS
 from specvideo.video.drafters import DRAFTERS
 from specvideo.video.inputs import VIDEO_SCHEDULES
 from specvideo.video.metrics import METRICS
+
+DEMO_SIZE = 128  # the --demo clip's side (the procedural shapes render at any size)
 
 
 def add(commands) -> None:
@@ -45,6 +49,12 @@ def add_settings(p) -> None:
     p.add_argument("--steps", type=int, default=d.num_inference_steps, help="full-sampler steps N")
     p.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
     p.add_argument("--model", help="pipeline directory (default: the shipped models/video)")
+    p.add_argument(
+        "--max-side",
+        type=int,
+        default=d.max_side,
+        help="generate at the input's resolution, downscaled so its longer side is at most this (pixels)",
+    )
     add_seed_and_device(p, d.seed, None)
 
 
@@ -67,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from specvideo.video.data import HELDOUT_SEEDS, moving_shapes
-    from specvideo.video.io import VideoClip, read_video, write_video
+    from specvideo.video.io import VideoClip, read_context, short_warning, write_video
     from specvideo.video.pipeline import SpeculativeVideoPipeline
     from specvideo.video.sidebyside import side_by_side
 
@@ -80,18 +90,21 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--out is required with an input video")
     for path in filter(None, [args.out, args.side_by_side]):
         check_output(path)
+    outputs = {"--out": args.out, "--side-by-side": args.side_by_side}
+    if problem := clashing_outputs(outputs, [args.input] if args.input else []):
+        raise UsageError(problem)
+    if args.max_side < 8:
+        raise UsageError(f"--max-side must be at least 8 pixels, got {args.max_side}")
     pipe = SpeculativeVideoPipeline.from_pretrained(args.model, drafter=args.drafter, device=args.device)
     P = pipe.verifier.num_context_frames
     if args.demo:
-        context = moving_shapes(HELDOUT_SEEDS[args.seed], P, pipe.verifier.resolution[0])
+        context = moving_shapes(HELDOUT_SEEDS[args.seed], P, min(args.max_side, DEMO_SIZE))
         clip = VideoClip(context, VIDEO_DEFAULTS.fps)
     else:
         # Only the last P frames are kept, downscaled on decode: memory stays bounded for any input.
-        clip = read_video(args.input, max_frames=P, from_end=True, max_side=VIDEO_DEFAULTS.max_input_side)
-        if clip.num_frames < P:
-            raise UsageError(
-                f"{args.input} has {clip.num_frames} frame(s); the model needs {P} context frames"
-            )
+        clip = read_context(args.input, P, args.max_side)
+        if warning := short_warning(args.input, clip):
+            print(warning, file=sys.stderr)
     context = clip.frames[-P:]
     out = pipe(
         context,

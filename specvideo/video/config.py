@@ -34,7 +34,9 @@ class VideoConfig:
     schedule: str = "heuristic"
     seed: int = 0
     fps: float = 8.0
-    max_input_side: int = 1024  # input video frames are downscaled to this longer side on decode
+    # frames are generated at the input's resolution, downscaled on decode to this longer side at
+    # most (aspect kept): the UNet is fully convolutional, its cost grows with the pixels
+    max_side: int = 256
 
 
 VIDEO_DEFAULTS = VideoConfig()

@@ -122,15 +122,17 @@ class SpeculativeVideoPipeline:
         output_type: str = "np",
         callback_on_step_end=None,
         callback_on_step_end_tensor_inputs: list[str] | None = None,
-        resize_to_input: bool = False,
         progress: bool = True,
     ) -> VideoPipelineOutput:
         """Generate ``num_frames`` frames after ``context_frames``, or after each of a batch of them.
 
         context_frames: one context (a list of H x W x 3 uint8 arrays, an (F, H, W, 3) uint8 array or
         an (F, 3, H, W) float tensor in [-1, 1]) or a batch: a list of such contexts, or a 5-D array /
-        tensor. Frames are resized to the model's resolution; gray (H x W or one channel) and RGBA
-        (alpha dropped) uint8 frames become RGB; only the last P frames are used. In a batch every
+        tensor. Frames are generated at the context's own resolution (the UNet is fully
+        convolutional): a side that is not a multiple of the UNet's ``size_multiple`` is padded by
+        reflection for the model and the padding cropped from every output frame; the contexts of a
+        batch share one size. Gray (H x W or one channel) and RGBA (alpha dropped) uint8 frames
+        become RGB; only the last P frames are used. In a batch every
         row accepts its own number of drafts per round and the UNet calls are batched across rows;
         ``generator`` may be one generator or a list of one per row (row b then equals its context
         generated alone with generator b, up to float rounding: every row has its own draft-length
@@ -163,9 +165,10 @@ class SpeculativeVideoPipeline:
         prepared = [self._prepare_context(c) for c in contexts]
         generators = row_generators(generator, len(prepared))
         P = self.verifier.num_context_frames
-        shape = tuple(prepared[0][0].shape[1:])  # (3, H, W): every context is resized to the model's
-        if resize_to_input and batched and len({size for _, size in prepared}) > 1:
-            raise ValueError("resize_to_input needs the contexts of a batch to share one frame size")
+        sizes = sorted({size for _, size in prepared})
+        if len(sizes) > 1:
+            raise ValueError(f"the contexts of a batch must share one frame size, got {sizes} (H, W)")
+        shape = tuple(prepared[0][0].shape[1:])  # (3, H', W'): padded to the UNet's multiple
         tau = -math.inf if mode == "draft" else threshold
         k = num_frames if mode == "draft" else num_draft_frames
         rule = RowSchedules([make_schedule("constant" if mode == "draft" else schedule, k) for _ in prepared])
@@ -193,7 +196,7 @@ class SpeculativeVideoPipeline:
         bar.close()
         merge_row_stats(stats, rows.stats)
         outputs = [
-            self._outputs(h, verifier.drafts[b], output_type, size if resize_to_input else None)
+            self._outputs(h, verifier.drafts[b], output_type, size)
             for b, (h, (_, size)) in enumerate(zip(rows.histories, prepared))
         ]
         if not batched:
@@ -216,21 +219,19 @@ class SpeculativeVideoPipeline:
         x = to_tensor(context_frames, keep=P)  # (F, 3, h, w) in [-1, 1], F <= P
         if x.shape[0] < P:
             raise ValueError(f"the model conditions on {P} context frames, got {x.shape[0]}")
-        size = tuple(x.shape[-2:])
-        H, W = self.verifier.resolution
-        if size != (H, W):
-            x = F.interpolate(
-                x,
-                size=(H, W),
-                mode="area" if size[0] >= H else "bilinear",
-                align_corners=None if size[0] >= H else False,
-            )
+        size = tuple(x.shape[-2:])  # (h, w)
+        m = self.verifier.size_multiple
+        if min(size) < m:
+            raise ValueError(f"context frames of {size[0]} x {size[1]} are smaller than the model's {m} x {m} minimum")
+        pad_h, pad_w = -size[0] % m, -size[1] % m
+        if pad_h or pad_w:  # (F, 3, H', W'): reflect where the frame is large enough, else replicate
+            mode = "reflect" if pad_h < size[0] and pad_w < size[1] else "replicate"
+            x = F.pad(x, (0, pad_w, 0, pad_h), mode=mode)
         return x.clamp(-1, 1).to(self.device), size
 
     @staticmethod
-    def _postprocess(frames: torch.Tensor, output_type: str, size: tuple[int, int] | None):
-        if size is not None and tuple(frames.shape[-2:]) != size:
-            frames = F.interpolate(frames, size=size, mode="bilinear", align_corners=False).clamp(-1, 1)
+    def _postprocess(frames: torch.Tensor, output_type: str, size: tuple[int, int]):
+        frames = frames[..., : size[0], : size[1]]  # the padding cropped off
         if output_type == "pt":
             return frames.cpu()
         array = tensor_to_frames(frames)  # (F, H, W, 3) uint8
@@ -260,6 +261,7 @@ class SpeculativeVideoPipeline:
             "num_context_frames": self.verifier.num_context_frames,
             "hint": self.verifier.hint,
             "residual": self.verifier.residual,
+            "context_noise_level": self.verifier.context_noise_level,
         }
         (tmp / "model_index.json").write_text(json.dumps(index, indent=2))
         if path.is_dir():  # keep what lives beside the parts (README, sample grids, ...)
@@ -304,6 +306,7 @@ class SpeculativeVideoPipeline:
                 index.get("num_context_frames"),
                 index.get("hint"),
                 bool(index.get("residual")),
+                index.get("context_noise_level", 0),
             ),
         )
         pipe = cls(verifier, _load_drafter(path / "drafter", drafter))

@@ -76,13 +76,23 @@ class FrameNoise:
         self.seed = int(seed)
         self.shape, self.device = shape, device
 
-    def generator(self, index: int, stream: int) -> torch.Generator:
-        """Streams: 0 full-sampler start, 1 refinement noise, 2 full-sampler steps, 3 refinement steps."""
-        return torch.Generator(device=self.generator_device).manual_seed(self.seed + 4 * index + stream)
+    STREAMS = 5
 
-    def _draw(self, index: int, stream: int) -> torch.Tensor:
+    def generator(self, index: int, stream: int) -> torch.Generator:
+        """Streams: 0 full-sampler start, 1 refinement noise, 2 full-sampler steps, 3 refinement steps,
+        4 the noise on the context frames the frame is conditioned on."""
+        seed = self.seed + self.STREAMS * index + stream
+        return torch.Generator(device=self.generator_device).manual_seed(seed)
+
+    def _draw(self, index: int, stream: int, frames: tuple[int, ...] = ()) -> torch.Tensor:
         g = self.generator(index, stream)
-        return torch.randn(self.shape, generator=g, device=self.generator_device).to(self.device)  # (3, H, W)
+        shape = (*frames, *self.shape)  # ([P,] 3, H, W)
+        return torch.randn(shape, generator=g, device=self.generator_device).to(self.device)
+
+    def context(self, index: int, num_frames: int) -> torch.Tensor:
+        """(P, 3, H, W) noise for the context frames of output frame ``index``: the same whether the
+        frame is a draft's check or its regeneration, so rejecting every draft stays target-only."""
+        return self._draw(index, 4, (num_frames,))
 
     def full(self, index: int) -> torch.Tensor:
         return self._draw(index, 0)
@@ -213,8 +223,9 @@ class VideoVerifier:
         index = [h[b].emitted + i for b, i in pairs]
         x = torch.stack([draft.items[b, i] for b, i in pairs])  # (n, 3, H, W)
         s = self.settings
+        context_noise = self._context_noise([b for b, _ in pairs], index)  # (n, P, 3, H, W) or None
         refined = self.verifier.refine(
-            self.verifier.condition(windows),
+            self.verifier.condition(windows, context_noise),  # (n, C, H, W)
             x,
             s.strength,
             s.num_refine_steps,
@@ -238,8 +249,9 @@ class VideoVerifier:
         h, noise = self.rows.histories, self.rows.noises
         windows = torch.stack([h[b].window(self._refined[b][: accepted[b]]) for b in need])  # (n, P, 3, H, W)
         index = [h[b].emitted + accepted[b] for b in need]
+        context_noise = self._context_noise(need, index)  # (n, P, 3, H, W) or None
         frames = self.verifier.generate(
-            self.verifier.condition(windows),
+            self.verifier.condition(windows, context_noise),  # (n, C, H, W)
             self.settings.num_inference_steps,
             torch.stack([noise[b].full(j) for b, j in zip(need, index)]),  # (n, 3, H, W)
             [noise[b].generator(j, 2) for b, j in zip(need, index)],
@@ -247,6 +259,13 @@ class VideoVerifier:
         self._corrections = dict(zip(need, frames))
         self._charge(need, need, self.settings.num_inference_steps)
         return verdict
+
+    def _context_noise(self, rows: list[int], index: list[int]) -> torch.Tensor | None:
+        """The context noise of each (row, output index), or None for a verifier that takes none."""
+        v = self.verifier
+        if not (v.takes_context_noise and v.context_noise_level):
+            return None
+        return torch.stack([self.rows.noises[b].context(j, v.num_context_frames) for b, j in zip(rows, index)])
 
     def _charge(self, rows: list[int], frames_of: list[int], passes: int) -> None:
         """Count a batched UNet call in the rows' statistics: ``passes`` sequential passes for every

@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 
 import torch
-from diffusers import DDIMScheduler, SchedulerMixin, UNet2DModel
+from diffusers import DDIMScheduler, DDPMScheduler, SchedulerMixin, UNet2DModel
 from einops import rearrange
 
 from specvideo.video.drafters import FlowDrafter
@@ -61,6 +61,7 @@ class DiffusionVerifier:
         num_context_frames: int | None = None,
         hint: str | None = None,
         residual: bool = False,
+        context_noise_level: int = 0,
     ):
         if hint not in HINTS:
             raise ValueError(f"hint must be one of {HINTS}, got {hint!r}")
@@ -86,6 +87,13 @@ class DiffusionVerifier:
                 f"{self.scheduler.config.get('prediction_type')!r})"
             )
         self.num_context_frames = P
+        T = self.scheduler.config.num_train_timesteps
+        if not (isinstance(context_noise_level, int) and 0 <= context_noise_level < T):
+            raise ValueError(f"context_noise_level must be an integer timestep in [0, {T}), got {context_noise_level!r}")
+        # t_c of the context frames, for a UNet trained with noisy context (``takes_context_noise``)
+        self.context_noise_level = context_noise_level
+        # add_noise of the training schedule (alphas_cumprod), whatever sampler ``scheduler`` is
+        self._noiser = DDPMScheduler.from_config(self.scheduler.config)
         self.hint = hint
         self.residual = residual
         self.unet_evals = 0
@@ -94,16 +102,41 @@ class DiffusionVerifier:
 
     @property
     def resolution(self) -> tuple[int, int]:
+        """The (H, W) the UNet was configured with; it runs at any multiple of ``size_multiple``."""
         size = self.unet.config.sample_size
         return (size, size) if isinstance(size, int) else tuple(size)
+
+    @property
+    def size_multiple(self) -> int:
+        """Frame sides must be multiples of this: 2 ** (number of downsampling levels)."""
+        return 2 ** (len(self.unet.config.block_out_channels) - 1)
+
+    @property
+    def takes_context_noise(self) -> bool:
+        """Whether the UNet was trained with noisy context and is told its level (class labels)."""
+        return self.unet.config.get("class_embed_type") == "timestep"
 
     @property
     def device(self) -> torch.device:
         return self.unet.device
 
-    def condition(self, window: torch.Tensor) -> torch.Tensor:
-        """(N, P, 3, H, W) context windows, oldest first -> (N, C, H, W) UNet conditions."""
-        return condition(window, self.hint)
+    def condition(self, window: torch.Tensor, context_noise: torch.Tensor | None = None) -> torch.Tensor:
+        """(N, P, 3, H, W) context windows, oldest first -> (N, C, H, W) UNet conditions. With a
+        ``context_noise_level`` > 0 and ``context_noise`` (N, P, 3, H, W), the frames on the channels
+        are noised to that level (the scheduler's ``add_noise``), as in training against drift; the
+        hint is computed from the clean frames."""
+        cond = condition(window, self.hint)  # (N, C, H, W)
+        if not (self.takes_context_noise and self.context_noise_level and context_noise is not None):
+            return cond
+        P = window.shape[1]
+        levels = torch.full((window.shape[0] * P,), self.context_noise_level, device=window.device)
+        noised = self._noiser.add_noise(
+            rearrange(window.float(), "n p c h w -> (n p) c h w"),
+            rearrange(context_noise.to(window.device).float(), "n p c h w -> (n p) c h w"),
+            levels,
+        )
+        cond[:, : 3 * P] = rearrange(noised, "(n p) c h w -> n (p c) h w", p=P).to(cond.dtype)
+        return cond
 
     @torch.inference_mode()
     def refine(
@@ -114,12 +147,13 @@ class DiffusionVerifier:
         num_refine_steps: int,
         noise: torch.Tensor,
         generator: torch.Generator | list[torch.Generator] | None = None,
+        context_noise_level: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Re-noise x (N, 3, H, W) to t(strength) with ``noise`` and denoise it in m steps -> (N, 3, H, W)."""
         timesteps = self._refine_timesteps(strength, num_refine_steps)
         t0 = timesteps[:1].expand(x.shape[0]).to(x.device)  # (N,)
         sample = self.scheduler.add_noise(x.float(), noise.float(), t0)  # (N, 3, H, W)
-        return self._denoise(cond, sample, timesteps, generator)
+        return self._denoise(cond, sample, timesteps, generator, context_noise_level)
 
     @torch.inference_mode()
     def generate(
@@ -128,20 +162,30 @@ class DiffusionVerifier:
         num_inference_steps: int,
         noise: torch.Tensor,
         generator: torch.Generator | list[torch.Generator] | None = None,
+        context_noise_level: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Sample frames (N, 3, H, W) from pure ``noise`` with the full sampler."""
         self.scheduler.set_timesteps(num_inference_steps, device=noise.device)
         sample = noise.float() * self.scheduler.init_noise_sigma  # (N, 3, H, W)
-        return self._denoise(cond, sample, self.scheduler.timesteps, generator)
+        return self._denoise(cond, sample, self.scheduler.timesteps, generator, context_noise_level)
 
-    def _denoise(self, cond, sample, timesteps, generator) -> torch.Tensor:
+    def _class_labels(self, n: int, level: torch.Tensor | None) -> torch.Tensor | None:
+        """The context noise level (n,) for a UNet that takes one, else None."""
+        if self.unet.config.get("class_embed_type") != "timestep":
+            return None
+        if level is None:
+            level = torch.full((n,), self.context_noise_level, dtype=torch.long)
+        return level.to(self.device)
+
+    def _denoise(self, cond, sample, timesteps, generator, context_noise_level=None) -> torch.Tensor:
         dtype = self.unet.dtype
+        labels = self._class_labels(sample.shape[0], context_noise_level)
         cond = cond.to(self.device, dtype)
         if isinstance(generator, list) and len(generator) != sample.shape[0]:
             raise ValueError(f"got {len(generator)} generators for {sample.shape[0]} frames")
         for t in timesteps:
             model_input = self.scheduler.scale_model_input(sample, t).to(dtype)
-            output = predict_x0(self.unet, model_input, cond, t, self.residual).float()  # (N, 3, H, W)
+            output = predict_x0(self.unet, model_input, cond, t, self.residual, labels).float()  # (N, 3, H, W)
             self.unet_evals += sample.shape[0]
             self.unet_passes += 1
             kwargs = {"generator": generator} if self._step_takes_generator else {}
@@ -180,11 +224,12 @@ class DiffusionVerifier:
 
 
 def predict_x0(
-    unet: UNet2DModel, sample: torch.Tensor, cond: torch.Tensor, t, residual: bool = False
+    unet: UNet2DModel, sample: torch.Tensor, cond: torch.Tensor, t, residual: bool = False, class_labels=None
 ) -> torch.Tensor:
     """The UNet's output for (N, 3, H, W) ``sample`` given (N, C, H, W) ``cond``; a residual UNet's
-    output is added to the hint (the last 3 condition channels)."""
-    output = unet(torch.cat([sample, cond], dim=1), t).sample  # (N, 3, H, W)
+    output is added to the hint (the last 3 condition channels). ``class_labels`` (N,): the context
+    noise level of a UNet trained with noisy context (``class_embed_type="timestep"``)."""
+    output = unet(torch.cat([sample, cond], dim=1), t, class_labels=class_labels).sample  # (N, 3, H, W)
     return output + cond[:, -3:] if residual else output
 
 

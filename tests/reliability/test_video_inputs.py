@@ -99,7 +99,7 @@ def api_continue(pipe: SpeculativeVideoPipeline, path: Path, num_frames: int = 2
         path,
         max_frames=pipe.verifier.num_context_frames,
         from_end=True,
-        max_side=VIDEO_DEFAULTS.max_input_side,
+        max_side=VIDEO_DEFAULTS.max_side,
     )
     out = pipe(
         clip.frames,
@@ -220,7 +220,7 @@ GOOD_FILES = [
     GoodFile("grayscale", _lavfi("gray.mkv", "64x48", "-pix_fmt", "gray", "-c:v", "ffv1"), (48, 64), 10),
     GoodFile("rgba", _lavfi("rgba.mov", "64x48", "-pix_fmt", "rgba", "-c:v", "png"), (48, 64), 10),
     GoodFile("odd-97x61", _lavfi("odd.mkv", "97x61", "-pix_fmt", "rgb24", "-c:v", "ffv1"), (61, 97), 10),
-    GoodFile("huge-3840x2160", _lavfi("huge.mp4", "3840x2160", *H264), (576, 1024), 10),
+    GoodFile("huge-3840x2160", _lavfi("huge.mp4", "3840x2160", *H264), (144, 256), 10),
     GoodFile("long-600-frames", _lavfi("long.mp4", "48x32", *H264, rate=25, frames=600), (32, 48), 25),
     GoodFile("raw-h264-no-fps", _lavfi("raw.h264", "64x48", *H264, "-f", "h264"), (48, 64), DEFAULT_FPS),
 ]
@@ -237,7 +237,7 @@ def test_api_handles_odd_file(case, pipe, good_files):
     clip, out = api_continue(pipe, good_files[case.id])
     assert clip.size == case.decoded_size and clip.num_frames == P
     assert clip.fps == pytest.approx(case.fps)
-    assert out.frames.shape == (2, SIZE, SIZE, 3) and out.frames.dtype == np.uint8
+    assert out.frames.shape == (2, *case.decoded_size, 3) and out.frames.dtype == np.uint8
 
 
 @pytest.mark.parametrize("case", GOOD_FILES, ids=lambda c: c.id)
@@ -245,7 +245,8 @@ def test_cli_handles_odd_file(case, model_dir, good_files, out, capsys):
     code, stdout, err = cli(capsys, "video", good_files[case.id], "--out", out, "--model", model_dir, *FAST)
     assert code == 0, err
     written = read_video(out)
-    assert written.frames.shape == (2, SIZE, SIZE, 3) and written.fps == pytest.approx(case.fps)
+    even = tuple(side + side % 2 for side in case.decoded_size)  # H.264 yuv420p pads odd sides
+    assert written.frames.shape == (2, *even, 3) and written.fps == pytest.approx(case.fps)
 
 
 def test_long_video_keeps_only_the_last_frames(good_files):
@@ -393,12 +394,11 @@ def test_api_gray_and_rgba_arrays_are_converted_to_rgb(pipe):
     np.testing.assert_array_equal(generate(pipe, rgba), generate(pipe, rgb))  # alpha dropped
 
 
-def test_api_odd_and_large_arrays_are_resized(pipe):
+def test_api_odd_sizes_come_back_at_their_size_and_tiny_frames_are_refused(pipe):
     odd = context_uint8(h=61, w=97)
-    assert generate(pipe, odd).shape == (3, SIZE, SIZE, 3)
-    assert generate(pipe, odd, resize_to_input=True).shape == (3, 61, 97, 3)
-    large = np.zeros((P, 1080, 1920, 3), np.uint8)
-    assert generate(pipe, large).shape == (3, SIZE, SIZE, 3)
+    assert generate(pipe, odd).shape == (3, 61, 97, 3)
+    with pytest.raises(ValueError, match=r"context frames of 1 x 5 are smaller than the model's 2 x 2 minimum"):
+        generate(pipe, context_uint8(h=1, w=5))
 
 
 def test_api_long_context_uses_only_the_last_frames(pipe):

@@ -9,6 +9,7 @@ from diffusers import UNet2DModel
 from PIL import Image
 
 from specvideo.video.drafters import CopyLastDrafter, LinearDrafter
+from specvideo.video.io import tensor_to_frames
 from specvideo.video.pipeline import SpeculativeVideoPipeline
 from specvideo.video.verifier import DiffusionVerifier
 from tests import helpers
@@ -44,7 +45,7 @@ def test_output_shapes_for_every_mode(pipe, mode):
 
 
 def test_input_forms_and_output_types(pipe):
-    frames = context_uint8(h=24, w=20)  # resized to the model's 16 x 16
+    frames = context_uint8(h=24, w=20)  # generated at 24 x 20, not at the UNet's 16 x 16
     as_list = pipe(
         list(frames),
         num_frames=3,
@@ -60,19 +61,35 @@ def test_input_forms_and_output_types(pipe):
         output_type="pt",
         progress=False,
     )
-    assert as_list.frames.shape == (3, SIZE, SIZE, 3)
-    assert as_tensor.frames.shape == (3, 3, SIZE, SIZE) and as_tensor.frames.min() >= -1
+    assert as_list.frames.shape == (3, 24, 20, 3)
+    assert as_tensor.frames.shape == (3, 3, 24, 20) and as_tensor.frames.min() >= -1
+    np.testing.assert_array_equal(as_list.frames, tensor_to_frames(as_tensor.frames))
     pil = run(pipe, num_frames=2, output_type="pil")
     assert len(pil.frames) == 2 and isinstance(pil.frames[0], Image.Image)
-    back = pipe(
-        frames,
-        num_frames=2,
-        num_inference_steps=N,
-        generator=torch.Generator().manual_seed(1),
-        resize_to_input=True,
-        progress=False,
-    )
-    assert back.frames.shape == (2, 24, 20, 3)
+
+
+@pytest.mark.parametrize("size", [(16, 16), (40, 56), (23, 37)])
+def test_generation_at_the_context_resolution(pipe, size):
+    """The fully convolutional UNet runs at the context's own size; a side that is not a multiple of
+    the UNet's (here 2) is padded for the model and cropped back."""
+    out = run_at(pipe, context_uint8(h=size[0], w=size[1]), num_frames=3)
+    assert out.frames.shape == (3, *size, 3)
+    for mode in ("target", "draft"):
+        assert run_at(pipe, context_uint8(h=size[0], w=size[1]), mode=mode, num_frames=2).frames.shape[1:3] == size
+
+
+def test_the_target_at_two_resolutions_sees_the_whole_frame(pipe):
+    """A frame generated at 32 x 32 is not four 16 x 16 generations: the model sees the whole frame
+    (its receptive field crosses the quadrant borders), and the top-left quadrant differs."""
+    big = run_at(pipe, context_uint8(h=32, w=32), mode="target", num_frames=1, output_type="pt").frames
+    small = run_at(pipe, context_uint8(h=32, w=32)[:, :16, :16], mode="target", num_frames=1, output_type="pt")
+    assert big.shape == (1, 3, 32, 32) and small.frames.shape == (1, 3, 16, 16)
+    assert not torch.allclose(big[..., :16, :16], small.frames)
+
+
+def run_at(pipe, context, **kwargs):
+    kwargs.setdefault("num_inference_steps", N)
+    return pipe(context, generator=torch.Generator().manual_seed(0), progress=False, **kwargs)
 
 
 def test_same_generator_same_frames(pipe):
@@ -230,8 +247,8 @@ def test_cli_video_end_to_end(pipe, tmp_path, capsys):
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["stats"]["emitted"] == 5
-    assert read_video(out).frames.shape == (5, SIZE, SIZE, 3)
-    assert read_video(sbs).frames.shape == (5, SIZE, 3 * SIZE, 3)
+    assert read_video(out).frames.shape == (5, 32, 48, 3)  # the input's resolution
+    assert read_video(sbs).frames.shape == (5, 32, 3 * 48, 3)
     assert probe_video(out).codec == "h264"
 
 
@@ -255,6 +272,7 @@ def test_cli_video_errors_leave_no_output(pipe, tmp_path, capsys):
 
 def test_cli_video_demo_needs_no_input(pipe, tmp_path, capsys):
     from specvideo.cli import main
+    from specvideo.cli.video import DEMO_SIZE
     from specvideo.video.io import read_video
 
     pipe.save_pretrained(tmp_path / "model")
@@ -271,7 +289,7 @@ def test_cli_video_demo_needs_no_input(pipe, tmp_path, capsys):
         "2",
     ]
     assert main(argv) == 0
-    assert read_video(out).frames.shape == (3, SIZE, SIZE, 3)
+    assert read_video(out).frames.shape == (3, DEMO_SIZE, DEMO_SIZE, 3)
     assert main(["video", "--model", str(tmp_path / "model")]) == 2  # neither input nor --demo
     assert "either an input video or --demo" in capsys.readouterr().err
     assert main(["video", "--demo", str(out), "--out", str(tmp_path / "other.mp4")]) == 2

@@ -121,16 +121,9 @@ def test_bad_batches_and_generators_are_refused():
     pipe = pipe_with()
     with pytest.raises(ValueError, match="2 generators for a batch of 3"):
         pipe([context_uint8()] * 3, generator=[torch.Generator()] * 2, progress=False)
-    mixed = [context_uint8(), context_uint8(h=24)]  # resized to the model's size: fine
-    assert pipe(mixed, num_frames=1, num_inference_steps=1, progress=False).frames.shape == (
-        2,
-        1,
-        SIZE,
-        SIZE,
-        3,
-    )
-    with pytest.raises(ValueError, match="share one frame size"):
-        pipe(mixed, num_frames=1, resize_to_input=True, progress=False)
+    mixed = [context_uint8(), context_uint8(h=24)]  # each would be generated at its own size
+    with pytest.raises(ValueError, match=r"the contexts of a batch must share one frame size, got \[\(16, 16\), \(24, 16\)\]"):
+        pipe(mixed, num_frames=1, progress=False)
 
 
 def test_threshold_must_be_in_its_metric_range_and_confidence_is_refused():
