@@ -34,6 +34,7 @@ def add(commands) -> None:
     add_seed_and_device(t, d.seed, d.device)
     t.set_defaults(run=_run_train_text)
     _add_train_video(kinds)
+    _add_train_sampler(kinds)
     _add_train_smollm2(kinds)
 
 
@@ -160,6 +161,51 @@ def _add_train_video(kinds) -> None:
     e.add_argument("--out", default=d.out)
     e.add_argument("--drafter", default="flow", choices=DRAFTERS, help="the pipeline's default drafter")
     e.set_defaults(run=_run_train_video, stage="export")
+
+
+def _add_train_sampler(kinds) -> None:
+    from specvideo.training.video_sampler import SamplerConfig
+
+    d = SamplerConfig()
+    v = kinds.add_parser(
+        "video-sampler",
+        help="the video target as a diffusion sampler: all noise levels, native-scale crops, noisy context",
+    )
+    v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
+    v.add_argument("--init", metavar="DIR", help="residual UNet to start from (default: models/video/unet)")
+    v.add_argument("--steps", type=int, default=d.steps)
+    v.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
+    v.add_argument("--min-lr-ratio", type=float, default=d.min_lr_ratio)
+    v.add_argument("--context-noise-max", type=int, default=d.context_noise_max, help="t_c drawn from [0, this]")
+    v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
+    v.add_argument("--eval-every", type=int, default=d.eval_every)
+    v.add_argument("--threads", type=int, default=d.threads, help="torch threads (0 = torch's default)")
+    add_seed_and_device(v, d.seed, d.device)
+    v.set_defaults(run=_run_train_sampler)
+
+
+def _run_train_sampler(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.training.video_sampler import SamplerConfig, train_sampler
+
+    for flag, value, ok in (
+        ("--steps", args.steps, args.steps >= 1),
+        ("--lr", args.lr, args.lr > 0),
+        ("--min-lr-ratio", args.min_lr_ratio, 0 <= args.min_lr_ratio <= 1),
+        ("--context-noise-max", args.context_noise_max, 0 <= args.context_noise_max < 1000),
+        ("--eval-every", args.eval_every, args.eval_every >= 1),
+        ("--threads", args.threads, args.threads >= 0),
+    ):
+        if not ok:
+            raise ValueError(f"{flag} is out of range: {value}")
+    cfg = replace(
+        SamplerConfig(),
+        **{k: getattr(args, k) for k in ("work", "init", "steps", "lr", "min_lr_ratio", "context_noise_max")},
+        **{k: getattr(args, k) for k in ("max_minutes", "eval_every", "threads", "seed", "device")},
+    )
+    print(json.dumps(train_sampler(cfg), indent=2))
+    return 0
 
 
 def _run_train_video(args: argparse.Namespace) -> int:

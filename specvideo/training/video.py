@@ -217,14 +217,17 @@ class Checkpointed:
         self.path.with_suffix(".tmp").replace(self.path)
 
 
-def run_stage(name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: float, cfg, ema=None) -> dict:
-    """The shared loop: AdamW, warm-up + cosine LR, grad clip 1, EMA, eval, checkpoints, JSONL log."""
+def run_stage(
+    name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: float, cfg, ema=None, batches=None
+) -> dict:
+    """The shared loop: AdamW, warm-up + cosine LR, grad clip 1, EMA, eval, checkpoints, JSONL log.
+    ``batches`` (default ``ClipBatches(cfg)``) serves ``loss_fn``."""
     work = Path(cfg.work) / name
     work.mkdir(parents=True, exist_ok=True)
     model.to(cfg.device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=peak_lr, weight_decay=0.0)
     state = Checkpointed(work, model, opt, ema, cfg.seed)
-    batches = ClipBatches(cfg)
+    batches = batches if batches is not None else ClipBatches(cfg)
     log = (work / "log.jsonl").open("a")
     start, last_ckpt = time.time() - state.elapsed, time.time()
     session_start = time.time()

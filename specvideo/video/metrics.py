@@ -94,3 +94,20 @@ def _ssim_flat(x: torch.Tensor, y: torch.Tensor, data_range: float, taps: torch.
     num = (2 * mu_x * mu_y + c1) * (2 * cov + c2)
     den = (mu_x**2 + mu_y**2 + c1) * (var_x + var_y + c2)
     return (num / den).mean(dim=(-3, -2, -1))  # (N,)
+
+
+def laplacian_energy(x: torch.Tensor) -> torch.Tensor:
+    """Mean squared response of the 3x3 Laplacian per image (..., C, H, W) -> (...): how much fine
+    detail (edges, texture) an image holds; blur lowers it."""
+    xs, packed = pack([x.float()], "* c h w")  # (N, C, H, W)
+    kernel = torch.tensor([[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]], device=xs.device)
+    planes = rearrange(xs, "n c h w -> (n c) 1 h w")
+    response = F.conv2d(planes, kernel[None, None])  # (NC, 1, H-2, W-2)
+    energy = rearrange(response.pow(2).mean(dim=(-2, -1)), "(n c) 1 -> n c", n=xs.shape[0]).mean(-1)
+    return unpack(energy, packed, "*")[0]
+
+
+def sharpness_ratio(x: torch.Tensor, truth: torch.Tensor) -> float:
+    """Laplacian energy of frames ``x`` over that of the true frames (1 = as sharp as the truth,
+    below 1 = blurrier, above 1 = noisier or over-sharpened), pooled over all frames."""
+    return float(laplacian_energy(x).mean() / laplacian_energy(truth).mean().clamp(min=1e-12))
