@@ -21,7 +21,6 @@ from gradio_client import handle_file
 from gradio_client.exceptions import AppError
 
 from specvideo.video import read_video, write_video
-from tests.conftest import SIZE
 from tests.reliability.test_video_inputs import H264, _lavfi
 from tests.video.test_io import smooth_frames
 
