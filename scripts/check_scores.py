@@ -61,10 +61,10 @@ def main() -> None:
     pipe = SpeculativeVideoPipeline.from_pretrained(shipped("video"))
     pipe.drafter = make_drafter("flow")
     verifier = pipe.verifier
-    P, (size, _) = verifier.num_context_frames, verifier.resolution
+    P = verifier.num_context_frames
     config = BenchVideoConfig(split=args.split, num_synthetic=args.num_synthetic, num_real=args.num_real)
     seed = 0  # clip i of the run (over all workloads) uses seed i, as in the bench
-    for workload, clips in load_workloads(config, P, size).items():
+    for workload, clips in load_workloads(config, P).items():
         truth_ssim, place_ssim, scores = [], [], {}
         for clip in clips:
             i, seed = seed, seed + 1

@@ -37,6 +37,11 @@ def add(kinds) -> None:
     v.add_argument(
         "--clips", metavar="PATH", nargs="+", default=d.clips, help="video files instead of the split"
     )
+    v.add_argument(
+        "--num-seeds", metavar="K", type=int, default=d.num_seeds, help="samples per clip and method"
+    )
+    v.add_argument("--synthetic-size", metavar="PX", type=int, default=d.synthetic_size)
+    v.add_argument("--max-side", metavar="PX", type=int, default=d.max_side, help="real clips' longer side")
     lists = [
         (
             "--drafters",
@@ -77,6 +82,7 @@ def add(kinds) -> None:
 def run(args: argparse.Namespace) -> int:
     from specvideo.bench.video import (
         BenchVideoConfig,
+        check_targets,
         format_targets,
         run_benchmark,
         to_markdown,
@@ -89,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         num_synthetic=args.num_synthetic,
         num_real=args.num_real,
         num_frames=args.num_frames,
+        num_seeds=args.num_seeds,
+        synthetic_size=args.synthetic_size,
+        max_side=args.max_side,
         clips=tuple(args.clips),
         drafters=args.drafters,
         sweep_drafters=args.sweep_drafters,
@@ -109,7 +118,15 @@ def run(args: argparse.Namespace) -> int:
     command = shlex.join(argv_of(config))
     written = None if args.no_report else write_report(results, command, args.report)
     if args.json:
-        print(json.dumps({**results.to_dict(), "command": command, "report": written and str(written)}))
+        print(
+            json.dumps(
+                {
+                    **results.to_dict(check_targets(results)),
+                    "command": command,
+                    "report": written and str(written),
+                }
+            )
+        )
         return 0
     print(to_markdown(results))
     print("Targets:")
@@ -126,7 +143,9 @@ def argv_of(c) -> list[str]:
         argv += ["--clips", *c.clips]
     else:
         argv += ["--split", c.split, "--num-synthetic", str(c.num_synthetic), "--num-real", str(c.num_real)]
-    argv += ["--num-frames", str(c.num_frames), "--drafters", ",".join(c.drafters)]
+    argv += ["--num-frames", str(c.num_frames), "--num-seeds", str(c.num_seeds)]
+    argv += ["--synthetic-size", str(c.synthetic_size), "--max-side", str(c.max_side)]
+    argv += ["--drafters", ",".join(c.drafters)]
     argv += ["--sweep-drafters", ",".join(c.sweep_drafters)]
     argv += ["--thresholds", ",".join(f"{t:g}" for t in c.thresholds)]
     argv += ["--strengths", ",".join(f"{s:g}" for s in c.strengths), "--metric", c.metric]

@@ -3,6 +3,7 @@
 import json
 import math
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from specvideo.bench.video import (
     to_markdown,
     write_report,
 )
+from specvideo.bench.video.realism_report import check_sampler_targets
 from specvideo.bench.video.scoring import _previous_ssim
 from specvideo.bench.video.workloads import BenchClip
 from specvideo.cli import main
@@ -33,6 +35,7 @@ from specvideo.video.data import moving_shapes
 from specvideo.video.drafters import FramePredictor, LearnedDrafter, LinearDrafter
 from specvideo.video.io import write_video
 from specvideo.video.pipeline import SpeculativeVideoPipeline
+from specvideo.video.real import RealVideo
 from specvideo.video.verifier import DiffusionVerifier
 from tests.helpers import tiny_unet
 
@@ -55,19 +58,21 @@ def config(**kwargs) -> BenchVideoConfig:
         strengths=(D.strength,),
         target_steps=(1, N),
         num_inference_steps=N,
+        num_seeds=2,
+        synthetic_size=SIZE,
     )
     return BenchVideoConfig(**{**base, **kwargs})
 
 
-def fake_heldout_real(num, num_frames, size, split="heldout"):
+def fake_real_videos(split, max_side, opencv=None, train_only=True):
     """Stands in for the real clips (decoding the sample videos takes seconds): other shapes."""
-    return [moving_shapes(seed, num_frames, size) for seed in range(num)]
+    return [RealVideo(f"fake{i}.mp4", moving_shapes(100 + i, 12, SIZE)) for i in range(2)]
 
 
 @pytest.fixture(scope="module")
 def results():
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("specvideo.bench.video.workloads.heldout_real", fake_heldout_real)
+        patch.setattr("specvideo.bench.video.workloads.load_real_videos", fake_real_videos)
         return run_benchmark(config(), pipe=tiny_pipe())
 
 
@@ -86,6 +91,8 @@ EXPECTED = [
     DEFAULT_NAME := f"spec-flow-s{D.strength:g}-t{D.threshold}",
     f"spec-learned-s{D.strength:g}-t-1",
     f"spec-learned-s{D.strength:g}-t{D.threshold}",
+    f"spec-copy-s{D.strength:g}-t{D.threshold:g}",  # the default with the other drafters: pooled check
+    f"spec-linear-s{D.strength:g}-t{D.threshold:g}",
 ]
 
 
@@ -142,7 +149,7 @@ def test_reference_target_is_the_cheapest_within_one_percent():
 def test_first_frame_by_target_and_same_seed_for_every_method():
     pipe = tiny_pipe(LinearDrafter())
     cfg = config(num_real=0, num_synthetic=1, drafters=("linear",), sweep_drafters=("linear",))
-    clip = load_workloads(cfg, P, SIZE)["synthetic"][0]
+    clip = load_workloads(cfg, P)["synthetic"][0]
     methods = {m.name: m for m in build_methods(cfg, ("linear", "flow"))}
     pipes = {"linear": pipe}
     target = run_method(methods[f"target-N{N}"], pipe, pipes, clip, cfg, seed=5)
@@ -159,7 +166,7 @@ def test_sampling_methods_need_their_n():
     cfg = config(
         num_real=0, num_synthetic=1, num_inference_steps=None, drafters=("flow",), sweep_drafters=("flow",)
     )
-    clip = load_workloads(cfg, P, SIZE)["synthetic"][0]
+    clip = load_workloads(cfg, P)["synthetic"][0]
     methods = {m.name: m for m in build_methods(cfg, ("flow",))}
     pipe = tiny_pipe(LinearDrafter())
     with pytest.raises(ValueError, match="first-target\\+flow needs the full sampler's N"):
@@ -183,8 +190,10 @@ def test_default_setting_added_when_the_sweep_misses_it():
         "refine-all-flow",
         "spec-flow-s0.6-t0.5",
         "default",
+        f"spec-copy-s{D.strength:g}-t{D.threshold:g}",  # the default with the other drafters (pooled check)
     ]
-    assert methods[-1].setting == DEFAULT_SETTING and methods[-1].is_default
+    assert methods[-2].setting == DEFAULT_SETTING and methods[-2].is_default
+    assert methods[-1].setting == replace(DEFAULT_SETTING, drafter="copy") and not methods[-1].is_default
 
 
 def test_learned_is_skipped_without_weights():
@@ -200,7 +209,7 @@ def test_targets_json_and_report(results, tmp_path):
     checks = check_targets(results)
     assert len(checks) == 8 * len(results.workloads)
     assert [c.workload for c in checks] == ["synthetic"] * 8 + ["real"] * 8
-    json.dumps(results.to_dict(), allow_nan=False)
+    json.dumps(results.to_dict(checks), allow_nan=False)
     doc = tmp_path / "BENCHMARKS.md"
     text_section = "## Text\n\nCommand:\n\n```bash\nspecvideo bench text\n```\n\n| a | b |\n"
     doc.write_text(f"# Benchmarks\n\n{text_section}\n## Video\n\nold video\n")
@@ -211,11 +220,19 @@ def test_targets_json_and_report(results, tmp_path):
     assert "![speedup against SSIM to the ground truth](video_pareto.png)" in written
     assert "| target-only N | 1 | 3 |" in written and "** (reference) |" in written
     assert (tmp_path / "video_pareto.png").read_bytes().startswith(PNG_MAGIC)
+    assert (tmp_path / "video_realism.png").read_bytes().startswith(PNG_MAGIC)
+    assert "![KID against seconds per frame](video_realism.png)" in written
+    assert "| KID↔GT ×10³ [seeds] |" in written and "Targets of the sampler:" in written
+    sampler = check_sampler_targets(results)
+    assert {text for _, text, _, _ in sampler} >= {"reference N >= 4", "the target beats every drafter on KID"}
+    assert [w for w, *_ in sampler].count("synthetic") == len(sampler) // 2
+    pooled = results.pooled_check["synthetic"]
+    assert pooled[1] > 0 and set(pooled[2]) >= {DEFAULT_NAME, f"spec-copy-s{D.strength:g}-t{D.threshold:g}"}
 
 
 def test_tuning_split_gets_its_own_section_and_a_default_choice(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("specvideo.bench.video.workloads.heldout_real", fake_heldout_real)
+        patch.setattr("specvideo.bench.video.workloads.load_real_videos", fake_real_videos)
         tuning = run_benchmark(
             config(split="tuning", num_synthetic=1, num_inference_steps=None), pipe=tiny_pipe()
         )
@@ -248,11 +265,13 @@ def test_runtime_estimate_bounds():
     est = estimate_runtime(cfg, methods, num_clips=2, unet_s=1.0, draft_s={"copy": 0.0, "flow": 0.0})
     spec = sum(m.family == "speculative" for m in methods)
     refine_all = sum(m.family == "refine-all" for m in methods)
-    assert est.baselines_s == 2 * (F * 1 + F * N + N)  # target-only at N = 1 and N + first-target+flow
+    K = cfg.num_seeds  # every stochastic method runs K seeds; the drafters alone once
+    assert est.baselines_s == 2 * K * (F * 1 + F * N + N)  # target-only at N = 1 and N + first-target+flow
     # speculative rows add the in-place check: N evaluations for each of >= F scored drafts
-    assert est.sweep_low_s == 2 * (spec * F * (N + 1) + refine_all * F)
-    assert est.sweep_high_s == 2 * (spec * F * (2 * N + 1) + refine_all * F * (N + 1))
-    assert "runs" in est.line() and est.runs == 2 * len(methods)
+    assert est.sweep_low_s == 2 * K * (spec * F * (N + 1) + refine_all * F)
+    assert est.sweep_high_s == 2 * K * (spec * F * (2 * N + 1) + refine_all * F * (N + 1))
+    drafts = sum(m.family == "draft" for m in methods)
+    assert "runs" in est.line() and est.runs == 2 * (K * (len(methods) - drafts) + drafts)
     assert est.unet_time_ratio(1, 0.25, 1.0) is None and est.pass_time(4) is None  # no curve measured
     curve = {1: 0.01, 2: 0.015, 4: 0.03, 8: 0.05}  # seconds of one pass over n frames
     timed = estimate_runtime(cfg, methods, 2, unet_s=0.01, draft_s={"copy": 0.0}, pass_s=curve)
@@ -351,15 +370,26 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     assert [r["method"] for r in out["rows"]] == [
         "target-N1",
         "target-N2",
-        "target-N5",
-        "target-N10",
-        "target-N25",
+        "target-N4",
+        "target-N8",
+        "target-N16",
         "draft-copy",
         "first-target+flow",
         "refine-all-flow",
         DEFAULT_NAME,
+        f"spec-copy-s{D.strength:g}-t{D.threshold:g}",
     ]
     assert out["command"].startswith("specvideo bench video --model ")
+    assert "--num-seeds 4" in out["command"] and "--max-side 128" in out["command"]
+    generative = {(g["workload"], g["method"]): g for g in out["generative"]}
+    target = generative[("clips", "target-N1")]
+    assert (
+        target["num_seeds"] == 4
+        and target["kid_truth_spread"][0] <= target["kid_truth"] <= target["kid_truth_spread"][1]
+    )
+    assert target["ssim_best_of_k"] >= target["ssim_gt"] - 1e-9  # the best seed is at least the mean
+    copy = generative[("clips", "draft-copy")]
+    assert copy["kid_truth_spread"][0] == copy["kid_truth_spread"][1]  # deterministic: one run, no spread
     assert not (tmp_path / "video_pareto.png").exists()
 
 
@@ -385,7 +415,7 @@ def test_cli_clip_too_short(model_dir, tmp_path, capsys):
     video = tmp_path / "short.mp4"
     write_video(np.zeros((3, 16, 16, 3), dtype=np.uint8), video, fps=8)
     assert main(["bench", "video", "--model", str(model_dir), "--no-write", "--clips", str(video)]) == 2
-    assert "short.mp4 has 3 frames; a clip needs 2 context + 16 frames = 18" in capsys.readouterr().err
+    assert "short.mp4 has 3 frames; a clip needs 2 context + 32 frames = 34" in capsys.readouterr().err
 
 
 def test_true_context_checks(results):
@@ -438,7 +468,7 @@ def test_target_in_place_of_target_frames_is_the_target_only_run():
     from specvideo.video.rounds import ScoredDraft, VideoSpecStats
 
     pipe = tiny_pipe()
-    clip = load_workloads(config(num_real=0), P, SIZE)["synthetic"][0]
+    clip = load_workloads(config(num_real=0), P)["synthetic"][0]
     out = pipe(
         clip.context,
         num_frames=F,

@@ -27,7 +27,8 @@ from specvideo.bench.video.report import (
     to_markdown,
     write_report,
 )
-from specvideo.bench.video.run import BenchVideoResults, run_benchmark
+from specvideo.bench.video.results import BenchVideoResults
+from specvideo.bench.video.run import run_benchmark
 from specvideo.bench.video.scoring import VideoMethodResult, reference_steps
 from specvideo.bench.video.workloads import BenchClip, load_workloads
 

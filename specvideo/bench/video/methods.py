@@ -140,7 +140,8 @@ def measure_costs(pipe, drafters: dict[str, FrameDrafter], clip: BenchClip, repe
     """Median seconds of one UNet evaluation (batch 1), of one UNet pass over each batch size in
     BATCH_SIZES, and of one drafted frame per drafter (k = 4); also the untimed warm-up of each."""
     unet, device = pipe.unet, pipe.device
-    C, (H, W) = unet.config.in_channels, pipe.verifier.resolution
+    m = pipe.verifier.size_multiple
+    C, (H, W) = unet.config.in_channels, (-(-side // m) * m for side in clip.context.shape[-2:])
     x = torch.randn(max(BATCH_SIZES), C, H, W, generator=torch.Generator().manual_seed(0))
     x = x.to(device, unet.dtype)
     t = torch.tensor([500], device=device)
@@ -167,7 +168,8 @@ def estimate_runtime(
     pass_s: dict[int, float] | None = None,
 ) -> RuntimeEstimate:
     """Bounds on the run's wall time: every speculative draft accepted (m evaluations per frame)
-    or every one rejected (m + N per frame); drafting F frames either way."""
+    or every one rejected (m + N per frame); drafting F frames either way; every stochastic method
+    ``num_seeds`` times. The UNet time is measured at the first clip's size."""
     F, N = config.num_frames, config.num_inference_steps or min(config.target_steps)
     baselines, low, high = 0.0, 0.0, 0.0
     for m in methods:
@@ -175,7 +177,7 @@ def estimate_runtime(
         if m.family == "target":
             baselines += F * m.steps * unet_s
         elif m.family == "draft":
-            baselines += drafting
+            baselines += drafting / config.num_seeds  # deterministic: run once
         elif m.family == "first-target":
             baselines += N * unet_s + drafting
         else:
@@ -183,13 +185,13 @@ def estimate_runtime(
             in_place = F * N * unet_s if m.family == "speculative" else 0.0
             low += F * m.setting.num_refine_steps * unet_s + drafting + in_place
             high += F * (m.setting.num_refine_steps + N) * unet_s + drafting + in_place
-    n = num_clips
+    n, K = num_clips, config.num_seeds
     return RuntimeEstimate(
         unet_s,
         draft_s,
-        n * len(methods),
-        n * baselines,
-        n * low,
-        n * high,
+        n * sum(1 if m.family == "draft" else K for m in methods),
+        n * K * baselines,
+        n * K * low,
+        n * K * high,
         dict(pass_s or {}),
     )

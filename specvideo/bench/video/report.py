@@ -10,7 +10,8 @@ from pathlib import Path
 from specvideo.bench.report import atomic_write, command_block, fmt_load, replace_section
 from specvideo.bench.video.inplace import in_place_table
 from specvideo.bench.video.local import local_table
-from specvideo.bench.video.run import BenchVideoResults
+from specvideo.bench.video.realism_report import format_sampler_targets, generative_table, realism_vs_steps
+from specvideo.bench.video.results import BenchVideoResults
 from specvideo.bench.video.scoring import VideoMethodResult
 from specvideo.bench.video.workloads import SPLIT_SEEDS
 from specvideo.video.metrics import PSNR_CAP_DB
@@ -23,6 +24,7 @@ MIN_AUC, MIN_SPEARMAN = 0.8, 0.4
 ACCEPTANCE_RANGE = (0.3, 0.97)
 SECTION = {"heldout": "## Video", "tuning": "## Video: tuning split"}
 PLOT = {"heldout": "video_pareto.png", "tuning": "video_pareto_tuning.png"}
+REALISM_PLOT = {"heldout": "video_realism.png", "tuning": "video_realism_tuning.png"}
 
 
 @dataclass(frozen=True)
@@ -234,15 +236,33 @@ def write_report(
     split = results.settings.get("split", "heldout")
     path = Path(path)
     plot = plot_pareto(results, path.parent / PLOT[split])
-    section = video_section(results, command, os.path.relpath(plot, path.parent))
+    realism = plot_pareto(results, path.parent / REALISM_PLOT[split], realism=True)
+    section = video_section(
+        results, command, os.path.relpath(plot, path.parent), os.path.relpath(realism, path.parent)
+    )
     old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
     atomic_write(path, lambda f: f.write(replace_section(old, SECTION[split], section)))
     return path
 
 
-def video_section(results: BenchVideoResults, command: str, plot_link: str) -> str:
+def video_section(
+    results: BenchVideoResults, command: str, plot_link: str, realism_link: str | None = None
+) -> str:
     split = results.settings.get("split", "heldout")
     lines = [*command_block(SECTION[split], command), *_notes(results), ""]
+    lines += ["Judged as generative video (KID and sharpness with their spread over seeds, best-of-K):", ""]
+    for w in results.workloads:
+        lines += [
+            f"#### {WORKLOAD_TITLES.get(w, w)}",
+            "",
+            generative_table(results, w),
+            "",
+            realism_vs_steps(results, w),
+            "",
+        ]
+    lines += ["Targets of the sampler:", "", format_sampler_targets(results), ""]
+    if realism_link:
+        lines += [f"![KID against seconds per frame]({Path(realism_link).as_posix()})", ""]
     lines += [to_markdown(results).rstrip(), "", "Targets:", "", format_targets(results), ""]
     lines += local_section(results) + in_place_section(results)
     if split == "tuning":
@@ -305,13 +325,17 @@ def _notes(results: BenchVideoResults) -> list[str]:
         f"torch {m['torch']}, diffusers {m['diffusers']}; load average at start {fmt_load(m.get('load_average'))}; "
         f"run {m['date_utc']} UTC, {s['wall_minutes']:.1f} min in all.",
         f"- Model: {s['model_dir'] or 'the given pipeline'} (UNet {s['unet_params'] / 1e6:.2f}M parameters, "
-        f"{s['resolution'][0]}x{s['resolution'][1]}, {s['context_frames']} context frames, hint {s['hint']}, "
-        f"residual {s['residual']}, {s['scheduler']}).",
-        f"- Split **{split}**: {workloads} clips; synthetic seeds {seeds.start}.., real crops of frames {frames} of "
-        f"the sample videos (training used frames 0–70 % and other seeds). Each clip is {s['context_frames']} context "
-        f"frames then {s['num_frames']} generated frames; clip i uses generator seed {s['seed']} + i for every method.",
+        f"{s['context_frames']} context frames, hint {s['hint']}, residual {s['residual']}, context noise level "
+        f"{s.get('context_noise_level', 0)}, {s['scheduler']}), run at each clip's own resolution.",
+        f"- Split **{split}**: {workloads} clips; synthetic: seeds {seeds.start}.., {s['synthetic_size']} px square; "
+        f"real: whole frames {frames} of every real clip (training used frames 0–70 % and other seeds), longer side "
+        f"{s['max_side']} px, consecutive windows taken round-robin over the clips. Each clip is {s['context_frames']} "
+        f"context frames then {s['num_frames']} generated frames; every stochastic method runs {s['num_seeds']} seeds "
+        f"per clip (seed k of clip i: {s['seed']} + i + 100003 k, the same for every method; the drafters alone run once); "
+        "times and per-draft figures come from seed 0.",
         f"- Target-only at N ∈ {{{', '.join(map(str, s['target_steps']))}}}; the reference target is the cheapest N "
-        "within 1 % of the best N's SSIM to the truth, per workload; every × ref is against it.",
+        "whose KID to the truth is within the seed-to-seed spread of the best N's (at most its worst seed), per "
+        "workload; every × ref is against it.",
         f"- Speculative: k = {s['num_draft_frames']}{_more_k(s)} ({s['schedule']} schedule), m = {s['num_refine_steps']} "
         f"refinement step(s), corrections and first-frame routing with N = "
         f"{', '.join(f'{n} ({w})' for w, n in s['correction_steps'].items())} (each workload's reference N unless "

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +18,20 @@ from specvideo.bench.video.config import (
     Method,
     build_methods,
 )
+from specvideo.bench.video.generative import (
+    GenerativeScore,
+    SampleRecord,
+    patches_per_clip,
+    record_sample,
+    reference_steps_by_realism,
+    score_generative,
+    truth_record,
+)
 from specvideo.bench.video.inplace import in_place_ssim
-from specvideo.bench.video.local import LocalCheck, true_context_checks
-from specvideo.bench.video.methods import RuntimeEstimate, estimate_runtime, measure_costs, run_method
+from specvideo.bench.video.local import true_context_checks
+from specvideo.bench.video.methods import estimate_runtime, measure_costs, run_method
+from specvideo.bench.video.realism_report import pooled_spearman
+from specvideo.bench.video.results import BenchVideoResults
 from specvideo.bench.video.scoring import (
     ClipResult,
     VideoMethodResult,
@@ -34,58 +46,15 @@ from specvideo.video.drafters import FrameDrafter, LearnedDrafter, make_drafter
 from specvideo.video.pipeline import SpeculativeVideoPipeline
 
 
-@dataclass
-class BenchVideoResults:
-    rows: list[VideoMethodResult]
-    clips: dict[str, list[str]]  # workload -> clip names
-    settings: dict[str, Any]
-    machine: dict[str, Any]
-    estimate: RuntimeEstimate
-    notes: list[str] = field(default_factory=list)
-    local_checks: list[LocalCheck] = field(default_factory=list)  # the check on true-context rounds
-
-    @property
-    def workloads(self) -> list[str]:
-        return list(self.clips)
-
-    def row(self, workload: str, method: str) -> VideoMethodResult | None:
-        return next((r for r in self.rows if r.workload == workload and r.method == method), None)
-
-    def reference(self, workload: str) -> VideoMethodResult | None:
-        return next(
-            (
-                r
-                for r in self.rows
-                if r.workload == workload and r.family == "target" and r.steps == r.reference_steps
-            ),
-            None,
-        )
-
-    def default_row(self, workload: str) -> VideoMethodResult | None:
-        return next((r for r in self.rows if r.workload == workload and r.is_default), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        from specvideo.bench.video.report import check_targets
-
-        return {
-            "settings": self.settings,
-            "machine": self.machine,
-            "estimate": asdict(self.estimate),
-            "notes": self.notes,
-            "clips": self.clips,
-            "rows": [asdict(r) for r in self.rows],
-            "local_checks": [asdict(c) for c in self.local_checks],
-            "targets": [asdict(c) for c in check_targets(self)],
-        }
-
-
 def run_benchmark(
     config: BenchVideoConfig = BENCH_VIDEO_DEFAULTS,
     pipe: SpeculativeVideoPipeline | None = None,
     progress: bool = False,
 ) -> BenchVideoResults:
     """Run every method of ``config`` on every clip (clips outer, methods inner, target-only rows
-    first) and aggregate against each workload's reference target.
+    first), each stochastic method with ``num_seeds`` seeds, and aggregate against each workload's
+    reference target: the cheapest N whose realism (KID to the truth) is within the best N's
+    seed-to-seed spread. Timings and the per-draft check figures come from seed 0.
 
     pipe: an already-built pipeline (default: loaded from ``config.model`` onto ``config.device``).
     progress: print the runtime estimate and show a progress bar on stderr.
@@ -93,8 +62,8 @@ def run_benchmark(
     start = time.perf_counter()
     pipe, model_dir = _load_pipeline(config, pipe)
     machine = machine_info(pipe.device, packages=("diffusers",))  # load average at the start
-    P, (size, _) = pipe.verifier.num_context_frames, pipe.verifier.resolution
-    workloads = load_workloads(config, P, size)
+    P = pipe.verifier.num_context_frames
+    workloads = load_workloads(config, P)
     if not any(workloads.values()):
         raise ValueError("the workloads hold no clips")
     drafters, notes = _drafters(config, pipe, model_dir)
@@ -104,26 +73,19 @@ def run_benchmark(
     estimate = estimate_runtime(config, methods, len(clips), *measure_costs(pipe, drafters, clips[0][1]))
     if progress:
         print(f"bench video: {estimate.line()}", file=sys.stderr)
-    records: dict[tuple[str, str], list[ClipResult]] = {}
-    bar = progress_bar(len(clips) * len(methods), progress, "bench video")
+    run = _Run(
+        config, pipe, pipes, workloads, progress_bar(len(clips) * len(methods), progress, "bench video")
+    )
     targets = [m for m in methods if m.family == "target"]
-    outputs: dict[int, dict[int, object]] = {}  # clip index -> N -> target-only frames
     for index, (workload, clip) in enumerate(clips):  # phase 1: target-only at every N
-        outputs[index] = {}
         for method in targets:
-            out = _run(bar, method, pipe, pipes, clip, config, index, workload)
-            outputs[index][method.steps] = out.frames
-            records.setdefault((workload, method.name), []).append(score_output(out, clip, outputs[index]))
-    steps = {w: config.num_inference_steps or _reference(w, targets, records) for w in workloads}
+            run.method(method, workload, index, clip)
+    steps = {w: config.num_inference_steps or run.reference(w, targets) for w in workloads}
     for index, (workload, clip) in enumerate(clips):  # phase 2: the rest, corrections at N = steps[w]
         for method in methods:
             if method.family != "target":
-                out = _run(bar, method, pipe, pipes, clip, config, index, workload, steps[workload])
-                in_place = _in_place(method, pipe, out, clip, steps[workload], config.seed + index)
-                records.setdefault((workload, method.name), []).append(
-                    score_output(out, clip, outputs[index], in_place)
-                )
-    bar.close()
+                run.method(method, workload, index, clip, steps[workload])
+    run.bar.close()
     sweep = {d: drafters[d] for d in config.sweep_drafters if d in drafters}
     local = true_context_checks(
         pipe.verifier,
@@ -136,37 +98,98 @@ def run_benchmark(
         config.seed,
         config.num_refine_steps,
     )
-    rows = [row for w in workloads for row in _aggregate_workload(w, methods, records, config.num_frames)]
+    rows = [
+        row
+        for w in workloads
+        for row in _aggregate_workload(w, methods, run.records, config.num_frames, steps[w])
+    ]
     settings = _settings(config, pipe, model_dir, time.perf_counter() - start)
     settings["correction_steps"] = steps
     clip_names = {w: [c.name for c in cs] for w, cs in workloads.items()}
-    return BenchVideoResults(rows, clip_names, settings, machine, estimate, notes, local)
+    generative = run.generative(methods, steps)
+    pooled_rows = [
+        m.name for m in methods if m.family == "speculative" and m.setting == _at_default(m.setting)
+    ]
+    pooled = {w: pooled_spearman(run.records, w, pooled_rows) for w in workloads}
+    return BenchVideoResults(rows, clip_names, settings, machine, estimate, notes, local, generative, pooled)
 
 
-def _run(bar, method, pipe, pipes, clip, config, index, workload, steps=None):
-    bar.set_postfix_str(f"{workload} {clip.name} {method.name}", refresh=False)
-    out = run_method(method, pipe, pipes, clip, config, config.seed + index, steps)
-    bar.update()
-    return out
+def _at_default(setting):
+    """The default setting with this setting's drafter: the rows the pooled check compares."""
+    return replace(DEFAULT_SETTING, drafter=setting.drafter) if setting is not None else None
 
 
-def _in_place(method: Method, pipe, out, clip, steps: int, seed: int) -> list[float] | None:
-    """Speculative rows: SSIM of the target's frame in each scored draft's place (after the timing)."""
-    if method.family != "speculative" or out.stats is None:
-        return None
-    return in_place_ssim(pipe.verifier, out.stats, clip.context, out.frames, clip.truth, steps, seed)
+class _Run:
+    """The run's state: per (workload, method) the seed-0 clip results and, per seed, the generative
+    records of every clip (``specvideo.bench.video.generative``)."""
+
+    def __init__(self, config: BenchVideoConfig, pipe, pipes, workloads, bar):
+        self.config, self.pipe, self.pipes, self.bar = config, pipe, pipes, bar
+        self.records: dict[tuple[str, str], list[ClipResult]] = {}
+        self.samples: dict[tuple[str, str], list[list[SampleRecord]]] = {}  # [seed][clip]
+        self.outputs: dict[int, dict[int, object]] = {}  # clip index -> N -> seed-0 target frames
+        self.patches = {w: patches_per_clip(len(cs)) for w, cs in workloads.items()}
+        self.truths = {
+            w: [truth_record(c.context, c.truth, self.patches[w]) for c in cs] for w, cs in workloads.items()
+        }
+
+    def method(self, method: Method, workload: str, index: int, clip, steps: int | None = None) -> None:
+        """Run ``method`` on clip ``index`` with every seed; score seed 0 as before, record all."""
+        c = self.config
+        self.bar.set_postfix_str(f"{workload} {clip.name} {method.name}", refresh=False)
+        seeds = 1 if method.family == "draft" else c.num_seeds  # the drafters alone are deterministic
+        samples = self.samples.setdefault((workload, method.name), [[] for _ in range(c.num_seeds)])
+        for k in range(seeds):
+            out = run_method(method, self.pipe, self.pipes, clip, c, _seed(c.seed, index, k), steps)
+            samples[k].append(record_sample(out.frames, clip.context, clip.truth, self.patches[workload]))
+            if k == 0:
+                first = out
+        for k in range(seeds, c.num_seeds):
+            samples[k].append(samples[0][-1])
+        if method.family == "target":
+            self.outputs.setdefault(index, {})[method.steps] = first.frames
+        in_place = None
+        if method.family == "speculative" and first.stats is not None:  # after the timing
+            in_place = in_place_ssim(
+                self.pipe.verifier, first.stats, clip.context, first.frames, clip.truth, steps, c.seed + index
+            )
+        result = score_output(first, clip, self.outputs.get(index, {}), in_place)
+        self.records.setdefault((workload, method.name), []).append(result)
+        self.bar.update()
+
+    def reference(self, workload: str, targets: list[Method]) -> int:
+        scores = {
+            m.steps: score_generative(self.samples[(workload, m.name)], self.truths[workload])
+            for m in targets
+        }
+        by_realism = reference_steps_by_realism(scores)
+        if by_realism is not None:
+            return by_realism
+        # clips too small for KID: the cheapest N within 1 % of the best N's SSIM
+        return reference_steps(
+            {m.steps: statistics.fmean(r.ssim_gt for r in self.records[(workload, m.name)]) for m in targets}
+        )
+
+    def generative(
+        self, methods: list[Method], steps: dict[str, int]
+    ) -> dict[tuple[str, str], GenerativeScore]:
+        scores = {}
+        for w, n in steps.items():
+            reference = self.samples.get((w, f"target-N{n}"))
+            for m in methods:
+                scores[(w, m.name)] = score_generative(self.samples[(w, m.name)], self.truths[w], reference)
+        return scores
 
 
-def _reference(workload: str, targets: list[Method], records) -> int:
-    runs = {m.steps: records[(workload, m.name)] for m in targets}
-    return reference_steps({n: sum(r.ssim_gt for r in rs) / len(rs) for n, rs in runs.items()})
+def _seed(base: int, index: int, k: int) -> int:
+    """Seed k of clip ``index``: seed 0 is the run's historical one (base + index)."""
+    return base + index + 100_003 * k
 
 
 def _aggregate_workload(
-    workload: str, methods: list[Method], records, num_frames: int
+    workload: str, methods: list[Method], records, num_frames: int, ref_n: int
 ) -> list[VideoMethodResult]:
     targets = {m.steps: records[(workload, m.name)] for m in methods if m.family == "target"}
-    ref_n = _reference(workload, [m for m in methods if m.family == "target"], records)
     _fill_target_to_target(targets)
     return [
         aggregate(workload, m, records[(workload, m.name)], targets[ref_n], ref_n, num_frames)
@@ -223,7 +246,8 @@ def _settings(config: BenchVideoConfig, pipe, model_dir: Path | None, seconds: f
     settings.update(
         model_dir=shown_path(model_dir),
         context_frames=pipe.verifier.num_context_frames,
-        resolution=list(pipe.verifier.resolution),
+        unet_sample_size=list(pipe.verifier.resolution),
+        context_noise_level=pipe.verifier.context_noise_level,
         unet_params=sum(p.numel() for p in pipe.unet.parameters()),
         scheduler=type(pipe.scheduler).__name__,
         residual=pipe.verifier.residual,

@@ -1,0 +1,216 @@
+"""The generative half of the video report: realism, distortion over K seeds, temporal consistency and
+fidelity to the target per method, and the targets the video target is held to as a sampler:
+
+- the reference N (by realism) is at least ``MIN_REFERENCE_N``;
+- the reference target beats every drafter on KID and sharpness, and its best-of-K SSIM is at least
+  flow's SSIM;
+- the default keeps the target's realism (KID within the reference target's seed-to-seed spread,
+  to the truth and to target-only frames) and >= 98 % of its best-of-K SSIM, at >= 3x CPU wall
+  clock and >= 5x fewer sequential passes;
+- the check discriminates: pooled over the drafters run at the default setting, Spearman >= 0.5
+  between a draft's score and its SSIM to the truth; acceptance in [0.3, 0.97] at the default.
+"""
+
+from __future__ import annotations
+
+from specvideo.bench.measure import spearman
+from specvideo.bench.video.generative import GenerativeScore
+from specvideo.bench.video.results import BenchVideoResults
+
+MIN_REFERENCE_N = 4
+KEEP_BEST_OF_K = 0.98
+WALL_SPEEDUP, PASS_SPEEDUP = 3.0, 5.0
+MIN_POOLED_SPEARMAN = 0.5
+ACCEPTANCE_RANGE = (0.3, 0.97)
+
+
+def generative_table(results: BenchVideoResults, workload: str) -> str:
+    """One line per method: KID to the truth and to the reference target (mean [min–max] over seeds),
+    sharpness, distortion mean and best-of-K, warp error beside the truth's."""
+    head = (
+        "| method | KID↔GT ×10³ [seeds] | KID↔ref ×10³ [seeds] | sharpness [seeds] | SSIM↔GT mean / best-of-K "
+        "| PSNR↔GT mean / best-of-K | warp error (truth) |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|"]
+    for r in results.rows:
+        g = results.generative.get((workload, r.method))
+        if r.workload != workload or g is None:
+            continue
+        lines.append(
+            f"| {r.method} | {_spread(g.kid_truth, g.kid_truth_spread, '{:.1f}')} | "
+            f"{_spread(g.kid_target, g.kid_target_spread, '{:.1f}')} | "
+            f"{_spread(g.sharpness, g.sharpness_spread, '{:.2f}')} | {g.ssim_gt:.4f} / {g.ssim_best_of_k:.4f} | "
+            f"{g.psnr_gt:.2f} / {g.psnr_best_of_k:.2f} | {g.warp_error:.4f} ({g.warp_error_truth:.4f}) |"
+        )
+    return "\n".join(lines)
+
+
+def realism_vs_steps(results: BenchVideoResults, workload: str) -> str:
+    rows = [r for r in results.rows if r.workload == workload and r.family == "target"]
+    scores = [results.generative.get((workload, r.method)) for r in rows]
+    if not rows or any(s is None for s in scores):
+        return ""
+    return "\n".join(
+        [
+            "| target-only N | " + " | ".join(str(r.steps) for r in rows) + " |",
+            "|---|" + "---:|" * len(rows),
+            "| KID↔GT ×10³ [seeds] | "
+            + " | ".join(_spread(s.kid_truth, s.kid_truth_spread, "{:.1f}") for s in scores)
+            + " |",
+            "| sharpness | " + " | ".join(f"{s.sharpness:.2f}" for s in scores) + " |",
+            "| SSIM↔GT best-of-K | " + " | ".join(f"{s.ssim_best_of_k:.4f}" for s in scores) + " |",
+            "| s / frame | " + " | ".join(f"{r.seconds_per_frame:.3f}" for r in rows) + " |",
+        ]
+    )
+
+
+def check_sampler_targets(results: BenchVideoResults) -> list[tuple[str, str, bool | None, str]]:
+    """(workload, target, reached or None when not measured, the measured values) per target."""
+    out = []
+    for w in results.workloads:
+        ref, default = results.reference(w), results.default_row(w)
+        g = results.generative.get((w, ref.method)) if ref else None
+        out.append(
+            (
+                w,
+                f"reference N >= {MIN_REFERENCE_N}",
+                None if ref is None else ref.steps >= MIN_REFERENCE_N,
+                f"N = {ref.steps if ref else '-'}",
+            )
+        )
+        out += _target_vs_drafters(results, w, ref, g)
+        out += _default_keeps(results, w, ref, default, g)
+        out += _discrimination(results, w, default)
+    return out
+
+
+def _target_vs_drafters(results, w, ref, g) -> list:
+    drafts = [
+        (r, results.generative.get((w, r.method)))
+        for r in results.rows
+        if r.workload == w and r.family == "draft"
+    ]
+    if g is None or not drafts:
+        return [
+            (
+                w,
+                "the target beats every drafter on KID, sharpness; best-of-K SSIM >= flow's SSIM",
+                None,
+                "not run",
+            )
+        ]
+    best_kid = min(drafts, key=lambda d: d[1].kid_truth)
+    best_sharp = min(drafts, key=lambda d: abs(1 - d[1].sharpness))
+    flow = next((d for d in drafts if d[0].drafter == "flow"), None)
+    return [
+        (
+            w,
+            "the target beats every drafter on KID",
+            g.kid_truth < best_kid[1].kid_truth,
+            f"{g.kid_truth:.1f} vs {best_kid[0].method} {best_kid[1].kid_truth:.1f}",
+        ),
+        (
+            w,
+            "the target beats every drafter on sharpness (closer to the truth's)",
+            abs(1 - g.sharpness) < abs(1 - best_sharp[1].sharpness),
+            f"{g.sharpness:.2f} vs {best_sharp[0].method} {best_sharp[1].sharpness:.2f}",
+        ),
+        (
+            w,
+            "the target's best-of-K SSIM >= flow's SSIM",
+            None if flow is None else g.ssim_best_of_k >= flow[1].ssim_gt,
+            "no flow row" if flow is None else f"{g.ssim_best_of_k:.4f} vs {flow[1].ssim_gt:.4f}",
+        ),
+    ]
+
+
+def _default_keeps(results, w, ref, default, g) -> list:
+    d = results.generative.get((w, default.method)) if default else None
+    texts = [
+        "the default's KID to the truth is within the target's seed-to-seed spread",
+        "the default's KID to target-only frames is within the target's own seed-to-seed spread",
+        f"the default keeps >= {KEEP_BEST_OF_K:.0%} of the target's best-of-K SSIM",
+        f"the default is >= {WALL_SPEEDUP:g}x faster than the reference target (CPU wall clock)",
+        f"the default makes >= {PASS_SPEEDUP:g}x fewer sequential passes",
+    ]
+    if d is None or g is None:
+        return [(w, t, None, "not run") for t in texts]
+    own = results.generative.get((w, ref.method))
+    values = [
+        (
+            d.kid_truth <= g.kid_truth_spread[1],
+            f"{d.kid_truth:.1f} vs {_spread(g.kid_truth, g.kid_truth_spread, '{:.1f}')}",
+        ),
+        (
+            None
+            if d.kid_target is None or own.kid_target is None
+            else d.kid_target <= own.kid_target_spread[1],
+            f"{_opt(d.kid_target)} vs the target's other seeds {_spread(own.kid_target, own.kid_target_spread, '{:.1f}')}",
+        ),
+        (
+            d.ssim_best_of_k >= KEEP_BEST_OF_K * g.ssim_best_of_k,
+            f"{d.ssim_best_of_k:.4f} vs {g.ssim_best_of_k:.4f} = {d.ssim_best_of_k / g.ssim_best_of_k:.1%}",
+        ),
+        (
+            default.speedup is not None and default.speedup >= WALL_SPEEDUP,
+            f"{_opt(default.speedup, '{:.2f}x')}",
+        ),
+        (
+            default.pass_ratio is not None and default.pass_ratio >= PASS_SPEEDUP,
+            f"{_opt(default.pass_ratio, '{:.2f}x')}",
+        ),
+    ]
+    return [(w, t, ok, detail) for t, (ok, detail) in zip(texts, values)]
+
+
+def _discrimination(results, w, default) -> list:
+    pooled = results.pooled_check.get(w)
+    texts = [
+        f"pooled over the drafters at the default setting: Spearman >= {MIN_POOLED_SPEARMAN:g} (score vs SSIM to the truth)",
+        f"acceptance at the default in [{ACCEPTANCE_RANGE[0]:g}, {ACCEPTANCE_RANGE[1]:g}]",
+    ]
+    rho, n, names = pooled if pooled else (None, 0, [])
+    rate = default.acceptance_rate if default else None
+    return [
+        (
+            w,
+            texts[0],
+            None if rho is None else rho >= MIN_POOLED_SPEARMAN,
+            f"{_opt(rho, '{:.3f}')} over {n} drafts of {', '.join(names)}",
+        ),
+        (
+            w,
+            texts[1],
+            None if rate is None else ACCEPTANCE_RANGE[0] <= rate <= ACCEPTANCE_RANGE[1],
+            _opt(rate, "{:.3f}"),
+        ),
+    ]
+
+
+def pooled_spearman(records: dict, workload: str, names: list[str]) -> tuple[float | None, int, list[str]]:
+    """Spearman of score against the draft's SSIM to the truth over every draft scored by the rows
+    ``names`` (seed 0 of every clip)."""
+    scores = [s for n in names for r in records.get((workload, n), []) for s in r.scores]
+    truth = [t for n in names for r in records.get((workload, n), []) for t in r.draft_ssim]
+    return spearman(scores, truth), len(scores), names
+
+
+def format_sampler_targets(results: BenchVideoResults) -> str:
+    lines = []
+    for w, text, ok, detail in check_sampler_targets(results):
+        verdict = "not measured" if ok is None else "reached" if ok else "NOT reached"
+        lines.append(f"- [{w}] {text}: {verdict} ({detail})")
+    return "\n".join(lines)
+
+
+def _spread(value, spread, fmt: str) -> str:
+    if value is None:
+        return "-"
+    return fmt.format(value) + (f" [{fmt.format(spread[0])}–{fmt.format(spread[1])}]" if spread else "")
+
+
+def _opt(value, fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+__all__ = ["GenerativeScore", "check_sampler_targets", "format_sampler_targets", "generative_table"]
