@@ -113,6 +113,7 @@ STAGE_FIELDS = {
 def _add_train_video(kinds) -> None:
     from specvideo.training.video import VideoTrainConfig
     from specvideo.video.drafters import DRAFTERS
+    from specvideo.video.verifier import SAMPLERS
 
     d = VideoTrainConfig()
     for stage, steps, what in [
@@ -160,6 +161,13 @@ def _add_train_video(kinds) -> None:
     e.add_argument("--work", default=d.work)
     e.add_argument("--out", default=d.out)
     e.add_argument("--drafter", default="flow", choices=DRAFTERS, help="the pipeline's default drafter")
+    e.add_argument("--sampler", default="ddim", choices=SAMPLERS, help="the full sampler's scheduler")
+    e.add_argument(
+        "--context-noise-level",
+        type=int,
+        default=0,
+        help="t_c the context frames are noised to (a sampler-stage UNet only; chosen on the tuning split)",
+    )
     e.set_defaults(run=_run_train_video, stage="export")
 
 
@@ -215,7 +223,8 @@ def _run_train_video(args: argparse.Namespace) -> int:
 
     cfg = replace(video.VideoTrainConfig(), work=args.work)
     if args.stage == "export":
-        print(f"wrote {video.export(replace(cfg, out=args.out), drafter=args.drafter)}")
+        out = video.export(replace(cfg, out=args.out), args.drafter, args.context_noise_level, args.sampler)
+        print(f"wrote {out}")
         return 0
     fields = STAGE_FIELDS[args.stage]
     knobs = {fields[k]: getattr(args, k) for k in ("lr", "unroll", "batch_size") if k in fields}

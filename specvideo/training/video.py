@@ -394,26 +394,32 @@ def _ema_copy(model: UNet2DModel, ema: EMAModel) -> UNet2DModel:
     return copy.eval()
 
 
-def export(cfg: VideoTrainConfig, drafter: str = "flow") -> Path:
-    """Assemble models/video from the stages' outputs (the latest verifier stage that ran: rollout,
-    else residual, else hint, else verifier): fp16 weights, default drafter ``drafter``, and samples.png (held-out
-    examples with the pipeline's current defaults)."""
+def export(
+    cfg: VideoTrainConfig, drafter: str = "flow", context_noise_level: int = 0, sampler: str = "ddim"
+) -> Path:
+    """Assemble models/video from the stages' outputs (the latest verifier stage that ran: sampler,
+    rollout, else residual, else hint, else verifier): fp16 weights, default drafter ``drafter``, the
+    sampler ("ddim" or "ddpm"), the context noise level of a sampler-stage UNet, and samples.png
+    (held-out examples with the pipeline's current defaults)."""
     from specvideo.video.pipeline import SpeculativeVideoPipeline
+    from specvideo.video.verifier import make_scheduler
 
     work = Path(cfg.work)
     stage = next(
         s
-        for s in ("rollout", "residual", "hint", "verifier")
+        for s in ("sampler", "rollout", "residual", "hint", "verifier")
         if (work / s / "ema_unet").is_dir() or s == "verifier"
     )
     hint = None if stage == "verifier" else cfg.hint
     unet = UNet2DModel.from_pretrained(work / stage / "ema_unet").half()
     learned = work / "drafter" / "model"
     predictor = FramePredictor.from_pretrained(learned).half() if learned.is_dir() else None
-    pipe = SpeculativeVideoPipeline(
-        DiffusionVerifier(unet, default_scheduler(), hint=hint, residual=stage in RESIDUAL_STAGES),
-        LearnedDrafter(predictor) if predictor else None,
+    residual = stage in (*RESIDUAL_STAGES, "sampler")
+    level = context_noise_level if stage == "sampler" else 0
+    verifier = DiffusionVerifier(
+        unet, make_scheduler(sampler), hint=hint, residual=residual, context_noise_level=level
     )
+    pipe = SpeculativeVideoPipeline(verifier, LearnedDrafter(predictor) if predictor else None)
     pipe.save_pretrained(cfg.out, default_drafter=drafter)
     (Path(cfg.out) / "training_config.json").write_text(json.dumps(asdict(cfg), indent=2))
     sample_grid(SpeculativeVideoPipeline.from_pretrained(cfg.out), Path(cfg.out) / "samples.png")

@@ -40,6 +40,18 @@ def default_scheduler(prediction_type: str = "sample") -> DDIMScheduler:
     )
 
 
+SAMPLERS = ("ddim", "ddpm")
+
+
+def make_scheduler(name: str = "ddim", prediction_type: str = "sample") -> SchedulerMixin:
+    """The verifier's sampler by name: "ddim" (deterministic) or "ddpm" (ancestral: fresh noise at
+    every step, drawn from the per-frame generators), on the one training schedule."""
+    if name not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {name!r}")
+    ddim = default_scheduler(prediction_type)
+    return ddim if name == "ddim" else DDPMScheduler.from_config(ddim.config)
+
+
 class DiffusionVerifier:
     """Refines drafted frames and generates frames from noise, conditioned on the previous P frames.
 

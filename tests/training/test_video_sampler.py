@@ -61,7 +61,7 @@ def test_noisy_condition_noises_only_the_context_to_its_level():
 
 
 def tiny_cfg(tmp_path, init, **kw):
-    return vs.SamplerConfig(
+    base = dict(
         work=str(tmp_path / "work"),
         init=str(init),
         pixels_per_batch=2 * 64 * 64,
@@ -70,8 +70,8 @@ def tiny_cfg(tmp_path, init, **kw):
         eval_every=2,
         eval_sequences=2,
         eval_steps=(1, 2),
-        **kw,
     )
+    return vs.SamplerConfig(**{**base, **kw})
 
 
 def test_sampler_stage_trains_evaluates_resumes_and_runs_in_the_pipeline(tmp_path):
@@ -106,6 +106,32 @@ def test_sampler_stage_trains_evaluates_resumes_and_runs_in_the_pipeline(tmp_pat
     torch.testing.assert_close(rejected.frames, target.frames, rtol=0, atol=0)
     verifier.context_noise_level = 0
     assert not torch.equal(run(mode="target").frames, target.frames)  # the level reaches the model
+
+
+def test_export_writes_the_sampler_with_its_context_noise_and_scheduler(tmp_path):
+    from specvideo.training.video import VideoTrainConfig, export
+    from specvideo.video.pipeline import SpeculativeVideoPipeline
+
+    init = tmp_path / "init"
+    hinted().save_pretrained(init)
+    vs.train_sampler(tiny_cfg(tmp_path, init, steps=1))
+    out = export(VideoTrainConfig(work=str(tmp_path / "work"), out=str(tmp_path / "out")), "flow", 30, "ddpm")
+    pipe = SpeculativeVideoPipeline.from_pretrained(out)
+    v = pipe.verifier
+    assert (v.context_noise_level, v.residual, v.hint, v.takes_context_noise) == (30, True, "flow", True)
+    assert type(pipe.scheduler).__name__ == "DDPMScheduler"
+    g = [torch.Generator().manual_seed(0) for _ in range(2)]
+    frames = [
+        pipe(
+            np.zeros((P, 24, 32, 3), np.uint8),
+            num_frames=2,
+            num_inference_steps=2,
+            generator=x,
+            progress=False,
+        ).frames
+        for x in g
+    ]
+    np.testing.assert_array_equal(frames[0], frames[1])  # a stochastic sampler, reproducible per seed
 
 
 def test_batches_mix_shapes_and_native_real_crops(tmp_path):
