@@ -43,7 +43,9 @@ def _add_train_smollm2(kinds) -> None:
     from specvideo.training.draft_data import DataConfig
 
     d, dd = DraftConfig(), DataConfig()
-    g = kinds.add_parser("smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)")
+    g = kinds.add_parser(
+        "smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)"
+    )
     g.add_argument("--work", default=dd.work)
     g.add_argument("--num-chat", type=int, default=dd.num_chat)
     g.add_argument("--num-code", type=int, default=dd.num_code)
@@ -71,8 +73,13 @@ def _run_smollm2_data(args: argparse.Namespace) -> int:
     from specvideo.training.draft_data import DataConfig, run_data
 
     cfg = replace(
-        DataConfig(), work=args.work, num_chat=args.num_chat, num_code=args.num_code,
-        batch_size=args.batch_size, max_new_tokens=args.max_new_tokens, max_minutes=args.max_minutes,
+        DataConfig(),
+        work=args.work,
+        num_chat=args.num_chat,
+        num_code=args.num_code,
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
+        max_minutes=args.max_minutes,
         threads=args.threads,
     )
     print(run_data(cfg, str(smollm2_dir())))
@@ -85,7 +92,9 @@ def _run_smollm2_draft(args: argparse.Namespace) -> int:
     from specvideo.text.smollm import smollm2_dir
     from specvideo.training.draft import DraftConfig, train
 
-    cfg = replace(DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads)
+    cfg = replace(
+        DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads
+    )
     print(train(cfg, str(smollm2_dir())))
     return 0
 
@@ -120,7 +129,11 @@ def _add_train_video(kinds) -> None:
         ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
         ("hint", d.hint_steps, "the verifier widened for the flow hint, trained on from video-verifier"),
         ("residual", d.residual_steps, "the hint verifier as a residual over the flow warp (zeroed output)"),
-        ("rollout", d.rollout_steps, "the residual verifier fine-tuned as the one-step generator on its own frames"),
+        (
+            "rollout",
+            d.rollout_steps,
+            "the residual verifier fine-tuned as the one-step generator on its own frames",
+        ),
         ("drafter", d.drafter_steps, "the learned frame predictor"),
     ]:
         v = kinds.add_parser(f"video-{stage}", help=what)
@@ -181,10 +194,20 @@ def _add_train_sampler(kinds) -> None:
     )
     v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
     v.add_argument("--init", metavar="DIR", help="residual UNet to start from (default: models/video/unet)")
+    v.add_argument(
+        "--resume-from", metavar="DIR", help="a committed resume point, when --work holds no checkpoint"
+    )
+    v.add_argument(
+        "--write-resume-point",
+        metavar="DIR",
+        help="write a compact resume point (fp16 weights + EMA + step) from --work's checkpoint, then stop",
+    )
     v.add_argument("--steps", type=int, default=d.steps)
     v.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
     v.add_argument("--min-lr-ratio", type=float, default=d.min_lr_ratio)
-    v.add_argument("--context-noise-max", type=int, default=d.context_noise_max, help="t_c drawn from [0, this]")
+    v.add_argument(
+        "--context-noise-max", type=int, default=d.context_noise_max, help="t_c drawn from [0, this]"
+    )
     v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
     v.add_argument("--eval-every", type=int, default=d.eval_every)
     v.add_argument("--threads", type=int, default=d.threads, help="torch threads (0 = torch's default)")
@@ -195,7 +218,7 @@ def _add_train_sampler(kinds) -> None:
 def _run_train_sampler(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from specvideo.training.video_sampler import SamplerConfig, train_sampler
+    from specvideo.training.video_sampler import SamplerConfig, train_sampler, write_resume_point
 
     for flag, value, ok in (
         ("--steps", args.steps, args.steps >= 1),
@@ -209,9 +232,13 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
             raise ValueError(f"{flag} is out of range: {value}")
     cfg = replace(
         SamplerConfig(),
-        **{k: getattr(args, k) for k in ("work", "init", "steps", "lr", "min_lr_ratio", "context_noise_max")},
+        **{k: getattr(args, k) for k in ("work", "init", "resume_from", "steps", "lr", "min_lr_ratio")},
+        context_noise_max=args.context_noise_max,
         **{k: getattr(args, k) for k in ("max_minutes", "eval_every", "threads", "seed", "device")},
     )
+    if args.write_resume_point:
+        print(f"wrote {write_resume_point(cfg, args.write_resume_point)}")
+        return 0
     print(json.dumps(train_sampler(cfg), indent=2))
     return 0
 

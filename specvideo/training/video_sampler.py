@@ -53,6 +53,7 @@ EVAL_TIMESTEPS = (50, 200, 400, 600, 800, 999)
 class SamplerConfig:
     work: str = "runs/video-sampler"
     init: str | None = None  # a residual UNet directory; None = the shipped models/video/unet
+    resume_from: str | None = None  # a resume point (``write_resume_point``), used when work has none
     context_frames: int = 2  # P (must match ``init``)
     crops: tuple[int, ...] = (64, 128)  # crop side, drawn per step
     crop_weights: tuple[float, ...] = (0.7, 0.3)
@@ -241,6 +242,8 @@ def train_sampler(cfg: SamplerConfig) -> dict:
     work = Path(cfg.work) / "sampler"
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    if cfg.resume_from and not (work / "checkpoint.pt").exists():
+        seed_checkpoint(cfg, cfg.resume_from)
 
     def loss_fn(model, batches, rng):
         return sampler_loss(model, scheduler, batches.sample(rng, P + 1).to(cfg.device), rng, cfg)
@@ -255,4 +258,49 @@ def train_sampler(cfg: SamplerConfig) -> dict:
     return {"params": num_params(unet), **result}
 
 
-__all__ = ["Checkpointed", "SamplerConfig", "train_sampler"]
+__all__ = ["Checkpointed", "SamplerConfig", "seed_checkpoint", "train_sampler", "write_resume_point"]
+
+
+# ---------------------------------------------------------------- compact resume points
+
+
+def write_resume_point(cfg: SamplerConfig, out: str | Path) -> Path:
+    """A committable resume point from <work>/sampler/checkpoint.pt: the model's and the EMA's
+    weights as fp16 safetensors (``unet/``, ``ema_unet/``) and ``resume.json`` (step, minutes, the
+    EMA's counters, the data RNG's state). The optimizer's moments are left out (twice the weights
+    again); a resumed run starts them afresh."""
+    saved = torch.load(Path(cfg.work) / "sampler" / "checkpoint.pt", weights_only=False)
+    unet = initial_unet(cfg)
+    unet.load_state_dict(saved["model"])
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    unet.half().save_pretrained(tmp / "unet")
+    ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
+    ema.load_state_dict(saved["ema"])
+    ema.copy_to(unet.parameters())
+    unet.save_pretrained(tmp / "ema_unet")
+    meta = {"step": saved["step"], "elapsed": saved["elapsed"], "ema_step": ema.optimization_step}
+    (tmp / "resume.json").write_text(json.dumps({**meta, "rng": saved["rng"]}, indent=1))
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)
+    tmp.rename(out)
+    return out
+
+
+def seed_checkpoint(cfg: SamplerConfig, resume_from: str | Path) -> Path:
+    """Turn a resume point into <work>/sampler/checkpoint.pt (a fresh optimizer), so that
+    ``train_sampler`` continues from its step, EMA and data RNG."""
+    src = Path(resume_from)
+    meta = json.loads((src / "resume.json").read_text())
+    unet = with_noise_level_embedding(UNet2DModel.from_pretrained(src / "unet").float())
+    ema_weights = UNet2DModel.from_pretrained(src / "ema_unet").float()
+    ema = EMAModel(ema_weights.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
+    ema.optimization_step = meta["ema_step"]
+    opt = torch.optim.AdamW(unet.parameters(), lr=cfg.lr, weight_decay=0.0)
+    path = Path(cfg.work) / "sampler" / "checkpoint.pt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"model": unet.state_dict(), "opt": opt.state_dict(), "ema": ema.state_dict()}
+    torch.save({**state, "step": meta["step"], "elapsed": meta["elapsed"], "rng": meta["rng"]}, path)
+    return path

@@ -168,3 +168,24 @@ def test_cli_maps_its_flags_to_the_config(monkeypatch, capsys):
     assert (cfg.steps, cfg.lr, cfg.context_noise_max, cfg.threads) == (7, 3e-5, 100, 1)
     assert main(["train", "video-sampler", "--context-noise-max", "1000"]) == 2
     assert "--context-noise-max is out of range: 1000" in capsys.readouterr().err
+
+
+def test_a_compact_resume_point_continues_the_run(tmp_path):
+    from dataclasses import replace
+
+    init = tmp_path / "init"
+    hinted().save_pretrained(init)
+    cfg = tiny_cfg(tmp_path, init, steps=2)
+    vs.train_sampler(cfg)
+    point = vs.write_resume_point(cfg, tmp_path / "point")
+    meta = json.loads((point / "resume.json").read_text())
+    assert meta["step"] == 2 and meta["ema_step"] == 2
+    from safetensors.torch import load_file
+
+    stored = load_file(point / "unet" / "diffusion_pytorch_model.safetensors")
+    assert {t.dtype for t in stored.values()} == {torch.float16}  # compact: fp16 on disk
+    assert vs.UNet2DModel.from_pretrained(point / "ema_unet").config.class_embed_type == "timestep"
+    fresh = replace(cfg, work=str(tmp_path / "work2"), resume_from=str(point), steps=3)
+    assert vs.train_sampler(fresh)["steps"] == 3  # continued from step 2, not from 0
+    log = (tmp_path / "work2" / "sampler" / "log.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in log] == [3]
