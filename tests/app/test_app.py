@@ -16,12 +16,13 @@ from gradio_client.exceptions import AppError
 
 from specvideo.app import parse_args
 from specvideo.app.text_tab import ACCEPTED, BONUS, CORRECTION, origins
+from specvideo.app.video_tab import SYNTHETIC_SIZE
 from specvideo.core.types import Draft, Step, Verdict
 from specvideo.text import SpeculativeGenerator
 from specvideo.video import probe_video, read_video, write_video
 from specvideo.video.config import VIDEO_DEFAULTS
 from specvideo.video.data import moving_shapes
-from tests.conftest import SIZE, free_port
+from tests.conftest import free_port
 
 # ---------------------------------------------------------------- text
 
@@ -158,8 +159,9 @@ def test_video_defaults_use_the_synthetic_example(client):
     for path in (generated, sbs):
         info = probe_video(path)
         assert (info.codec, info.pix_fmt) == ("h264", "yuv420p")
-    assert read_video(generated).frames.shape == (16, SIZE, SIZE, 3)
-    assert read_video(sbs).frames.shape == (16, SIZE, 3 * SIZE, 3)  # context | draft | final
+    side = SYNTHETIC_SIZE  # generated at the example clip's own size, not the UNet's
+    assert read_video(generated).frames.shape == (16, side, side, 3)
+    assert read_video(sbs).frames.shape == (16, side, 3 * side, 3)  # context | draft | final
     assert plot["type"] == "matplotlib" and plot["plot"].startswith("data:image/")
     stats = stats_dict(table)
     assert (
