@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from specvideo.cli import batch, bench_batch, bench_text, bench_video, chat, text, train, video
+from specvideo.cli import batch, bench_batch, bench_text, bench_video, chat, serve, text, train, video
 from specvideo.cli.common import Parser, UsageError, quiet_libraries
 from specvideo.errors import one_line
 
@@ -20,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     text.add(commands)
     chat.add(commands)
+    serve.add(commands)
     video.add(commands)
     bench = commands.add_parser("bench", help="side-by-side benchmarks (results in docs/BENCHMARKS.md)")
     kinds = bench.add_subparsers(dest="bench", metavar="KIND", required=True, parser_class=Parser)

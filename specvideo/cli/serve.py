@@ -1,0 +1,79 @@
+"""``specvideo serve``: an OpenAI-compatible HTTP server (completions with fill-in-the-middle, chat,
+streaming) over the speculative text generator, for editors and chat front-ends."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specvideo.cli.common import UsageError, add_seed_and_device
+from specvideo.text.config import MODEL_DRAFTERS
+
+
+def add(commands) -> None:
+    p = commands.add_parser("serve", help="OpenAI-compatible HTTP server (completions, FIM, chat, streaming)")
+    p.add_argument(
+        "--model",
+        default="smollm2",
+        help="smollm2 (the default pair: SmolLM2-135M-Instruct and its trained draft) or a transformers model directory",
+    )
+    p.add_argument("--name", help="the model id clients ask for (default: smollm2, or the directory's name)")
+    drafting = p.add_mutually_exclusive_group()
+    drafting.add_argument("--draft", help="draft model directory (same tokenizer as the model)")
+    drafting.add_argument(
+        "--ngram", action="store_true", help="draft by prompt lookup instead of a draft model"
+    )
+    p.add_argument(
+        "--drafter", choices=MODEL_DRAFTERS, help="how to run the draft model (default: hybrid for smollm2)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on /v1/ routes")
+    p.add_argument(
+        "--max-queue", type=int, default=16, help="requests waiting at most; more are refused with 429"
+    )
+    p.add_argument(
+        "--max-batch",
+        type=int,
+        default=4,
+        help="greedy requests that arrive together share a batch of this many",
+    )
+    add_seed_and_device(p, 0, None)
+    p.set_defaults(run=run)
+
+
+def load(args: argparse.Namespace):
+    """(generator, model name) for --model / --draft / --ngram / --drafter."""
+    from specvideo.text import SpeculativeGenerator
+
+    kwargs = {"device": args.device}
+    if args.drafter:
+        kwargs["drafter"] = args.drafter
+    if args.model == "smollm2":
+        if args.ngram:
+            kwargs["drafter"] = "ngram"
+        return SpeculativeGenerator.from_pretrained(None, args.draft, **kwargs), args.name or "smollm2"
+    if not Path(args.model).is_dir():
+        raise UsageError(f"--model {args.model}: not 'smollm2' nor a model directory")
+    draft = None if args.ngram else args.draft
+    kwargs.setdefault("drafter", "model" if draft else "ngram")
+    gen = SpeculativeGenerator.from_pretrained(args.model, draft, **kwargs)
+    if gen.tokenizer is None:
+        raise UsageError(f"no tokenizer found in {args.model}: the server needs one")
+    return gen, args.name or Path(args.model).resolve().name
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from specvideo.serve import Engine, create_app
+
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be in 1..65535, got {args.port}")
+    if args.max_queue < 1 or args.max_batch < 1:
+        raise UsageError("--max-queue and --max-batch must be >= 1")
+    gen, name = load(args)
+    engine = Engine(gen, name, max_queue=args.max_queue, max_batch=args.max_batch)
+    print(f"serving {name} on http://{args.host}:{args.port}/v1 (OpenAI API)", flush=True)
+    uvicorn.run(create_app(engine, args.api_key), host=args.host, port=args.port, log_level="warning")
+    return 0

@@ -1,0 +1,178 @@
+"""The serving engine: one worker thread that runs the shared speculative loop for queued requests.
+
+Requests wait in a bounded queue (``max_queue``; a full queue is refused with 429). The worker takes
+the oldest request; a greedy one gathers the greedy requests that arrived with it (within
+``batch_window_s``, up to ``max_batch``) into one ragged batch, so concurrent editors share every
+target forward (each row accepts its own number of drafted tokens per round). A sampled request runs
+alone with its own seeded generator, so its output does not depend on what else is being served.
+
+Each request receives ``Piece`` events as its text grows (held back while it could still become a
+stop sequence, cut at the first one), then one ``Done`` (or ``Failed``). A request whose client went
+away is cancelled: its row stops being reported, and a batch whose rows are all cancelled or done
+stops generating.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from specvideo.errors import first_line
+from specvideo.serve.protocol import APIError, Usage
+
+
+@dataclass(frozen=True)
+class Piece:
+    text: str
+
+
+@dataclass(frozen=True)
+class Done:
+    finish_reason: str  # "stop" (end of turn or a stop sequence) or "length"
+    usage: Usage
+    speculative: dict
+
+
+@dataclass(frozen=True)
+class Failed:
+    error: APIError
+
+
+@dataclass
+class Job:
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int | None = None
+    stops: list[str] = field(default_factory=list)
+    events: queue.Queue = field(default_factory=queue.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+class _Row:
+    """One job's progress inside a run: decoded text so far, what was sent, whether it ended."""
+
+    def __init__(self, job: Job):
+        self.job, self.sent, self.done = job, "", False
+
+    def update(self, text: str, final: bool, eos: bool, tokens: int, speculative: dict) -> None:
+        stop_at = min((i for i in (text.find(s) for s in self.job.stops) if i >= 0), default=None)
+        if stop_at is not None:
+            text, final, eos = text[:stop_at], True, True
+        hold = 0 if final else max((len(s) - 1 for s in self.job.stops), default=0)
+        visible = text[: max(len(self.sent), len(text) - hold)] if hold else text
+        if len(visible) > len(self.sent) and not self.job.cancelled.is_set():
+            self.job.events.put(Piece(visible[len(self.sent) :]))
+            self.sent = visible
+        if final:
+            self.done = True
+            usage = Usage(len(self.job.prompt_ids), tokens)
+            self.job.events.put(Done("stop" if eos else "length", usage, speculative))
+
+
+class Engine:
+    def __init__(
+        self,
+        generator,
+        model_name: str,
+        max_queue: int = 16,
+        max_batch: int = 4,
+        batch_window_s: float = 0.02,
+    ):
+        if max_queue < 1 or max_batch < 1:
+            raise ValueError(f"max_queue and max_batch must be >= 1, got {max_queue} and {max_batch}")
+        self.generator, self.model_name = generator, model_name
+        self.max_batch, self.batch_window_s = max_batch, batch_window_s
+        self.queue: queue.Queue[Job] = queue.Queue(maxsize=max_queue)
+        self.batches: list[int] = []  # the size of every batch run: what concurrency bought
+        self._thread = threading.Thread(target=self._loop, name="specvideo-serve", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Job) -> Job:
+        try:
+            self.queue.put_nowait(job)
+        except queue.Full:
+            raise APIError(
+                429,
+                f"the server's queue is full ({self.queue.maxsize} requests waiting): retry later",
+                "rate_limit_error",
+                code="queue_full",
+            ) from None
+        return job
+
+    def _loop(self) -> None:
+        while True:
+            batch, later = [self.queue.get()], []
+            if batch[0].greedy and self.max_batch > 1:
+                deadline = time.monotonic() + self.batch_window_s
+                while len(batch) < self.max_batch and (left := deadline - time.monotonic()) > 0:
+                    try:
+                        job = self.queue.get(timeout=left)
+                    except queue.Empty:
+                        break
+                    (batch if job.greedy else later).append(job)  # a sampled request runs alone, next
+            for jobs in [batch, *([j] for j in later)]:
+                self._run([j for j in jobs if not j.cancelled.is_set()])
+
+    def _run(self, jobs: list[Job]) -> None:
+        if not jobs:
+            return
+        self.batches.append(len(jobs))
+        try:
+            self._generate(jobs)
+        except Exception as err:  # noqa: BLE001 - every waiting client gets an answer
+            error = (
+                err
+                if isinstance(err, APIError)
+                else APIError(500, f"generation failed: {first_line(err)}", "server_error")
+            )
+            for job in jobs:
+                job.events.put(Failed(error))
+
+    def _generate(self, jobs: list[Job]) -> None:
+        g, first = self.generator, jobs[0]
+        seeded = torch.Generator().manual_seed(
+            first.seed if first.seed is not None else int(time.time_ns() % 2**31)
+        )
+        prompt = [j.prompt_ids for j in jobs] if len(jobs) > 1 else first.prompt_ids
+        run = g.start(
+            prompt,
+            max_new_tokens=max(j.max_tokens for j in jobs),
+            temperature=first.temperature,
+            top_p=None if first.top_p >= 1 else first.top_p,
+            generator=None if first.greedy else seeded,
+        )
+        rows = [_Row(j) for j in jobs]
+        stop_ids = run.verifier.stop_ids
+        for _ in run.steps():
+            self._report(rows, run, stop_ids)
+            if all(r.done or r.job.cancelled.is_set() for r in rows):
+                return
+        self._report(rows, run, stop_ids, end=True)
+
+    def _report(self, rows: list[_Row], run, stop_ids, end: bool = False) -> None:
+        stats = run.stats
+        speculative = {
+            "acceptance_rate": stats.acceptance_rate,
+            "tokens_per_target_call": stats.emitted / stats.target_calls if stats.target_calls else None,
+            "batch_size": len(rows),
+        }
+        for b, row in enumerate(rows):
+            if row.done:
+                continue
+            tokens = run.verifier.outputs[b][: row.job.max_tokens]
+            eos = bool(tokens) and tokens[-1] in stop_ids
+            final = end or eos or len(tokens) >= row.job.max_tokens or not bool(run.verifier.active[b])
+            text = self.generator.tokenizer.decode(tokens, skip_special_tokens=True)
+            if not final:
+                text = text.rstrip("\ufffd")  # a multi-byte character still arriving
+            row.update(text, final, eos, len(tokens), speculative)

@@ -1,0 +1,319 @@
+"""specvideo serve driven by real clients: the official ``openai`` package (completions, chat,
+streaming, fill-in-the-middle, errors, concurrent streams) and raw HTTP for the SSE wire format, on
+tiny models built in the test (a byte-level tokenizer with FIM tokens, a tiny Llama target and a
+perturbed draft)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import openai
+import pytest
+import torch
+import uvicorn
+
+from specvideo.serve import FIM_TOKENS, Engine, create_app
+from specvideo.text import SpeculativeGenerator
+from tests.conftest import free_port
+from tests.helpers import perturbed_copy, tiny_llama, tiny_tokenizer
+
+KEY = "test-key"
+
+
+def tiny_pair(fim: bool):
+    tok = tiny_tokenizer(300)
+    if fim:
+        tok.add_special_tokens({"additional_special_tokens": list(FIM_TOKENS)})
+    target = tiny_llama(len(tok), seed=0, logit_scale=4.0)
+    draft = perturbed_copy(target, noise=0.3)
+    return SpeculativeGenerator(target, tokenizer=tok, draft=draft, drafter="model", num_draft_tokens=3)
+
+
+class Server:
+    def __init__(self, gen, name="tiny", api_key=KEY, **engine_kw):
+        self.engine = Engine(gen, name, **engine_kw)
+        self.port = free_port()
+        config = uvicorn.Config(
+            create_app(self.engine, api_key), host="127.0.0.1", port=self.port, log_level="error"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.02)
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.client = openai.OpenAI(base_url=self.url + "/v1", api_key=api_key or "none", max_retries=0)
+
+    def stop(self):
+        self.server.should_exit = True
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server(tiny_pair(fim=True))
+    yield s
+    s.stop()
+
+
+def greedy_reference(gen, ids, n):
+    out = gen.generate(ids, max_new_tokens=n, temperature=0.0)
+    return gen.tokenizer.decode(out.token_ids, skip_special_tokens=True), out.token_ids
+
+
+def test_models_and_health(server):
+    assert [m.id for m in server.client.models.list().data] == ["tiny"]
+    with urllib.request.urlopen(server.url + "/health") as r:
+        assert json.loads(r.read())["status"] == "ok"
+
+
+def test_completion_equals_the_targets_greedy_continuation(server):
+    gen = server.engine.generator
+    out = server.client.completions.create(
+        model="tiny", prompt="def quicksort(arr):", max_tokens=12, temperature=0
+    )
+    ids = list(gen.tokenizer("def quicksort(arr):")["input_ids"])
+    text, tokens = greedy_reference(gen, ids, 12)
+    assert out.choices[0].text == text
+    assert out.usage.prompt_tokens == len(ids) and out.usage.completion_tokens == len(tokens)
+    assert out.choices[0].finish_reason in ("stop", "length")
+    extra = out.model_extra["speculative"]
+    assert 0 <= extra["acceptance_rate"] <= 1 and extra["tokens_per_target_call"] >= 1
+
+
+def test_streamed_completion_joins_to_the_same_text(server):
+    whole = server.client.completions.create(model="tiny", prompt="for i in", max_tokens=10, temperature=0)
+    chunks = list(
+        server.client.completions.create(
+            model="tiny", prompt="for i in", max_tokens=10, temperature=0, stream=True
+        )
+    )
+    assert "".join(c.choices[0].text for c in chunks) == whole.choices[0].text
+    assert chunks[-1].choices[0].finish_reason == whole.choices[0].finish_reason
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+
+
+def test_chat_through_the_template_streamed_and_not(server):
+    messages = [{"role": "user", "content": "print numbers"}]
+    out = server.client.chat.completions.create(model="tiny", messages=messages, max_tokens=8, temperature=0)
+    gen = server.engine.generator
+    ids = gen.tokenizer(
+        gen.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+        add_special_tokens=False,
+    )["input_ids"]
+    assert out.choices[0].message.content == greedy_reference(gen, list(ids), 8)[0]
+    assert out.choices[0].message.role == "assistant"
+    stream = list(
+        server.client.chat.completions.create(
+            model="tiny", messages=messages, max_tokens=8, temperature=0, stream=True
+        )
+    )
+    assert stream[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in stream) == out.choices[0].message.content
+
+
+def test_fill_in_the_middle_uses_the_fim_tokens(server):
+    gen = server.engine.generator
+    out = server.client.completions.create(
+        model="tiny", prompt="def f(x):\n", suffix="\n    return y\n", max_tokens=6, temperature=0
+    )
+    pre, suf, mid = FIM_TOKENS
+    ids = gen.tokenizer(f"{pre}def f(x):\n{suf}\n    return y\n{mid}", add_special_tokens=False)["input_ids"]
+    assert out.choices[0].text == greedy_reference(gen, list(ids), 6)[0]
+    assert out.usage.prompt_tokens == len(ids)
+
+
+def test_stop_sequences_cut_the_text(server):
+    whole = (
+        server.client.completions.create(
+            model="tiny", prompt="def quicksort(arr):", max_tokens=16, temperature=0
+        )
+        .choices[0]
+        .text
+    )
+    assert len(whole) > 4
+    stop = whole[2:4]
+    cut = server.client.completions.create(
+        model="tiny", prompt="def quicksort(arr):", max_tokens=16, temperature=0, stop=stop
+    )
+    assert cut.choices[0].text == whole[: whole.find(stop)] and cut.choices[0].finish_reason == "stop"
+    streamed = server.client.completions.create(
+        model="tiny", prompt="def quicksort(arr):", max_tokens=16, temperature=0, stop=[stop], stream=True
+    )
+    assert "".join(c.choices[0].text for c in streamed) == cut.choices[0].text
+
+
+def test_sampling_is_reproducible_per_seed(server):
+    def ask(seed):
+        return (
+            server.client.completions.create(
+                model="tiny", prompt="x =", max_tokens=8, temperature=0.8, top_p=0.9, seed=seed
+            )
+            .choices[0]
+            .text
+        )
+
+    assert ask(3) == ask(3)
+    assert len({ask(s) for s in range(4)}) > 1
+
+
+def test_errors_are_openai_errors(server):
+    c = server.client
+    with pytest.raises(openai.BadRequestError, match="unknown model 'gpt-4'"):
+        c.completions.create(model="gpt-4", prompt="x", max_tokens=2)
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        c.completions.create(model="tiny", prompt="x", max_tokens=2, temperature=3.5)
+    with pytest.raises(openai.BadRequestError, match="max_tokens"):
+        c.completions.create(model="tiny", prompt="x", max_tokens=-1)
+    with pytest.raises(openai.BadRequestError, match="last chat message is the assistant"):
+        c.chat.completions.create(
+            model="tiny", messages=[{"role": "assistant", "content": "hi"}], max_tokens=2
+        )
+    with pytest.raises(openai.APIStatusError) as info:
+        c.completions.create(model="tiny", prompt="x " * 400, max_tokens=2)
+    assert info.value.status_code == 413 and "exceed the model's context" in info.value.message
+    bad = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
+
+
+def test_suffix_on_a_model_without_fim_tokens_is_refused():
+    s = Server(tiny_pair(fim=False), api_key=None)
+    try:
+        with pytest.raises(openai.BadRequestError, match="no fill-in-the-middle tokens"):
+            s.client.completions.create(model="tiny", prompt="a", suffix="b", max_tokens=2)
+    finally:
+        s.stop()
+
+
+def test_concurrent_streams_share_batches_and_match_alone(server):
+    prompts = ["def quicksort(arr):", "for i in range(10):", "print(i)", "return sorted"]
+    alone = [
+        server.client.completions.create(model="tiny", prompt=p, max_tokens=10, temperature=0).choices[0].text
+        for p in prompts
+    ]
+    before = len(server.engine.batches)
+
+    def stream(p):
+        chunks = server.client.completions.create(
+            model="tiny", prompt=p, max_tokens=10, temperature=0, stream=True
+        )
+        return "".join(c.choices[0].text for c in chunks)
+
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(stream, prompts))
+    assert together == alone  # greedy rows of a ragged batch equal each prompt alone
+    assert max(server.engine.batches[before:]) > 1  # requests that arrived together shared a batch
+
+
+def test_a_full_queue_is_refused_with_429_and_nothing_is_lost():
+    gen = tiny_pair(fim=False)
+    s = Server(gen, api_key=None, max_queue=1, max_batch=1)
+    gate = threading.Event()
+    original = gen.start
+
+    def slow_start(*a, **k):
+        gate.wait(10)
+        return original(*a, **k)
+
+    gen.start = slow_start
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            futures = [
+                pool.submit(_raw_completion, s.url, {"model": "tiny", "prompt": "x", "max_tokens": 2})
+                for _ in range(4)
+            ]
+            time.sleep(0.5)
+            gate.set()
+            answers = [f.result() for f in futures]
+        codes = sorted(code for code, _ in answers)
+        assert set(codes) <= {200, 429} and 429 in codes and 200 in codes  # every request answered
+        refused = next(body for code, body in answers if code == 429)
+        assert "queue is full" in refused["error"]["message"]
+    finally:
+        s.stop()
+
+
+def test_raw_sse_format(server):
+    req = urllib.request.Request(
+        server.url + "/v1/chat/completions",
+        data=json.dumps(
+            {
+                "model": "tiny",
+                "messages": [{"role": "user", "content": "hi"}],
+                "max_tokens": 4,
+                "temperature": 0,
+                "stream": True,
+            }
+        ).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"},
+    )
+    with urllib.request.urlopen(req) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        raw = r.read().decode()
+    events = [e for e in raw.split("\n\n") if e]
+    assert all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]"
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length") and "usage" in chunks[-1]
+
+
+def test_a_client_that_disconnects_stops_its_generation():
+    gen = tiny_pair(fim=False)
+    s = Server(gen, api_key=None, max_batch=1)
+    steps = []
+    original = gen.start
+
+    def counting_start(*a, **k):
+        run = original(*a, **k)
+        inner = run.steps
+
+        def steps_():
+            for step in inner():
+                steps.append(1)
+                time.sleep(0.05)
+                yield step
+
+        run.steps = steps_
+        return run
+
+    gen.start = counting_start
+    try:
+        stream = s.client.completions.create(
+            model="tiny", prompt="def", max_tokens=200, temperature=0, stream=True, extra_body={"stop": None}
+        )
+        next(iter(stream))
+        stream.close()  # the client goes away after the first chunk
+        time.sleep(1.0)
+        seen = len(steps)
+        time.sleep(0.5)
+        assert len(steps) == seen  # no more rounds for a client that left
+        assert seen < 200
+    finally:
+        s.stop()
+
+
+def _raw_completion(url, body) -> tuple[int, dict]:
+    req = urllib.request.Request(
+        url + "/v1/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_cli_serve_refuses_bad_arguments(capsys):
+    from specvideo.cli import main
+
+    assert main(["serve", "--model", "/no/such/dir"]) == 2
+    assert "not 'smollm2' nor a model directory" in capsys.readouterr().err
+    assert main(["serve", "--port", "0", "--model", "/no/such/dir"]) == 2
+
+
+torch.set_num_threads(1)
