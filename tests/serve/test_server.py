@@ -312,8 +312,61 @@ def test_cli_serve_refuses_bad_arguments(capsys):
     from specvideo.cli import main
 
     assert main(["serve", "--model", "/no/such/dir"]) == 2
-    assert "not 'smollm2' nor a model directory" in capsys.readouterr().err
+    assert "is none of smollm2, qwen-coder, a .gguf file or a model directory" in capsys.readouterr().err
     assert main(["serve", "--port", "0", "--model", "/no/such/dir"]) == 2
 
 
 torch.set_num_threads(1)
+
+
+def test_qwen_coder_not_fetched_says_how_to_fetch_it(tmp_path, monkeypatch, capsys):
+    from specvideo.cli import main
+
+    monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path))
+    assert main(["serve", "--model", "qwen-coder"]) == 2
+    assert "run scripts/fetch_qwen_coder.sh" in capsys.readouterr().err
+
+
+def test_a_gguf_model_with_fim_tokens_serves_and_fills_the_middle(tmp_path, monkeypatch, capsys):
+    """A FILE.gguf model (converted once into the cache) through the CLI's loader, the server and
+    specvideo text --suffix: the same middle either way, equal to the target's greedy output."""
+    import argparse
+
+    from specvideo.cli import main
+    from specvideo.cli.serve import load
+    from tests.text.test_gguf import write_tiny_qwen2_gguf
+
+    monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path / "cache"))
+    write_tiny_qwen2_gguf(tmp_path / "coder.gguf")
+    args = argparse.Namespace(
+        model=str(tmp_path / "coder.gguf"), draft=None, ngram=False, drafter=None, device=None, name=None
+    )
+    gen, name = load(args)
+    assert name == "coder" and gen.drafter_name == "ngram"
+    s = Server(gen, name=name, api_key=None)
+    try:
+        served = s.client.completions.create(
+            model="coder", prompt="def f(x):", suffix="    return y", max_tokens=6, temperature=0
+        )
+    finally:
+        s.stop()
+    assert (
+        main(
+            [
+                "text",
+                "def f(x):",
+                "--suffix",
+                "    return y",
+                "--target",
+                str(tmp_path / "coder.gguf"),
+                "--ngram",
+                "--max-new-tokens",
+                "6",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["text"] == served.choices[0].text
+    assert main(["text", "x", "--suffix", "y", "--target", str(tmp_path / "coder.gguf"), "--chat"]) == 2

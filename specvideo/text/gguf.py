@@ -1,0 +1,94 @@
+"""Any causal LM in a GGUF file, converted once to a transformers model directory in the cache.
+
+transformers reads a GGUF file (with the ``gguf`` package: Llama, Qwen2 and other architectures) and
+de-quantises it to float, which takes seconds to minutes; ``converted_dir`` does that once, writes
+config, safetensors weights (in ``dtype``) and tokenizer to a temp directory beside the target and
+renames it into place, stamped with the source file's size and mtime so a changed file converts
+again. Later loads read the directory. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from tqdm import tqdm
+
+SOURCE_FILE = "specvideo_source.json"  # in the converted directory: which GGUF file it came from
+
+
+def cache_root() -> Path:
+    """$SPECVIDEO_CACHE, or ~/.cache/specvideo."""
+    env = os.environ.get("SPECVIDEO_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "specvideo"
+
+
+def converted_dir(
+    source: str | os.PathLike, out: str | os.PathLike | None = None, dtype: str = "float32"
+) -> Path:
+    """The transformers directory for GGUF file ``source`` (default: ``<cache>/converted/<stem>``),
+    converting it on first use, or when the file or the dtype changed."""
+    source = Path(source)
+    if not source.is_file():
+        raise ValueError(f"GGUF file not found: {source}")
+    out = Path(out) if out is not None else cache_root() / "converted" / source.stem
+    stamp = {
+        "gguf": str(source.resolve()),
+        "size": source.stat().st_size,
+        "mtime_ns": source.stat().st_mtime_ns,
+        "dtype": dtype,
+    }
+    if (out / "config.json").is_file() and _read_stamp(out) == stamp:
+        return out
+    _convert(source, out, stamp, dtype)
+    return out
+
+
+def _read_stamp(directory: Path) -> dict | None:
+    try:
+        return json.loads((directory / SOURCE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _convert(source: Path, out: Path, stamp: dict, dtype: str) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if importlib.util.find_spec("gguf") is None:
+        raise ValueError(f"reading {source.name} needs the gguf package: pip install gguf")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tqdm(total=3, desc=f"converting {source.name} once to {out}", unit="step") as bar:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+            quantized = AutoModelForCausalLM.from_pretrained(
+                source.parent, gguf_file=source.name, dtype=torch.float32
+            )
+        except Exception as err:
+            raise ValueError(f"cannot read {source} as a causal LM: {str(err).splitlines()[0]}") from err
+        bar.update()
+        config = quantized.config.to_dict()
+        for key in ("quantization_config", "_model_name_or_path"):
+            config.pop(key, None)
+        # the same weights in a plain model of the architecture, no GGUF quantizer attached
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(**config))
+        model.load_state_dict(quantized.state_dict(), strict=True)
+        model.generation_config = quantized.generation_config
+        del quantized
+        model.to(getattr(torch, dtype))
+        bar.update()
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+        try:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            (tmp / SOURCE_FILE).write_text(json.dumps(stamp))
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        bar.update()
