@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 SNIPPETS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
-NEEDS_OUTSIDE = ("Client(", "path/to/", "input.mp4")  # a running server, a file the reader brings
+NEEDS_OUTSIDE = ("Client(", "OpenAI(", "path/to/", "input.mp4")  # a running server, a file the reader brings
 
 
 def runnable() -> list[str]:
