@@ -8,7 +8,18 @@ import os
 import sys
 from collections.abc import Sequence
 
-from specvideo.cli import batch, bench_batch, bench_text, bench_video, chat, serve, text, train, video
+from specvideo.cli import (
+    batch,
+    bench_batch,
+    bench_serve,
+    bench_text,
+    bench_video,
+    chat,
+    serve,
+    text,
+    train,
+    video,
+)
 from specvideo.cli.common import Parser, UsageError, quiet_libraries
 from specvideo.errors import one_line
 
@@ -27,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_text.add(kinds)
     bench_video.add(kinds)
     bench_batch.add(kinds)
+    bench_serve.add(kinds)
     batch.add(commands)
     train.add(commands)
     return parser

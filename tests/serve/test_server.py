@@ -370,3 +370,37 @@ def test_a_gguf_model_with_fim_tokens_serves_and_fills_the_middle(tmp_path, monk
     out = json.loads(capsys.readouterr().out)
     assert out["text"] == served.choices[0].text
     assert main(["text", "x", "--suffix", "y", "--target", str(tmp_path / "coder.gguf"), "--chat"]) == 2
+
+
+def test_bench_serve_reports_every_request(tmp_path, capsys):
+    """specvideo bench serve against a live server: every request answered or refused, none lost."""
+    from specvideo.cli import main
+
+    s = Server(tiny_pair(fim=False), name="tiny", api_key=None, max_queue=2, max_batch=2)
+    try:
+        report = tmp_path / "SCALING.md"
+        argv = [
+            "bench",
+            "serve",
+            "--url",
+            s.url + "/v1",
+            "--model",
+            "tiny",
+            "--concurrency",
+            "1,4",
+            "--max-tokens",
+            "4",
+        ]
+        assert main([*argv, "--repeats", "1", "--report", str(report), "--json"]) == 0
+        waves = json.loads(capsys.readouterr().out)
+    finally:
+        s.stop()
+    assert [w["concurrency"] for w in waves] == [1, 4]
+    for w in waves:
+        assert (
+            w["answered"] + w["refused"] + w["failed"] == w["requests"] == w["concurrency"]
+            and w["failed"] == 0
+        )
+    assert waves[0]["answered"] == 1 and waves[0]["ttft_s_median"] > 0 and waves[0]["tokens_per_s"] > 0
+    text = report.read_text()
+    assert "## Serving load" in text and "| 4 |" in text and "specvideo bench serve --url" in text
