@@ -14,14 +14,13 @@ import pytest
 from specvideo.cli import main
 from specvideo.files import atomic_write, clashing_outputs
 from specvideo.video.io import read_context, read_video, write_video
-from tests.conftest import save_tiny_models
 
 FAST = ["--num-frames", "2", "--steps", "2"]
 
 
 @pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    return save_tiny_models(tmp_path_factory.mktemp("output-models"))
+def models(tiny_models):
+    return tiny_models  # the session's tiny models (tests/conftest.py)
 
 
 @pytest.fixture
