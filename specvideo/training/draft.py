@@ -54,7 +54,9 @@ def load_shards(work: str, split: str) -> list[dict]:
     for path in sorted((Path(work) / "data").glob(f"{split}-*.pt")):
         rows += torch.load(path)["rows"]
     if not rows:
-        raise ValueError(f"no {split} shards under {work}/data: run `specvideo train smollm2-draft-data` first")
+        raise ValueError(
+            f"no {split} shards under {work}/data: run `specvideo train smollm2-draft-data` first"
+        )
     return rows
 
 
@@ -129,10 +131,20 @@ def train(config: DraftConfig, target_dir: str) -> Path:
     rng = random.Random(config.seed + step)
     start, log = time.time(), log_path.open("a")
     if step == 0:
-        log.write(json.dumps({"step": 0, **_evaluate(draft, head, valid_rows, full_to_sub), "config": asdict(config)}) + "\n")
+        log.write(
+            json.dumps(
+                {"step": 0, **_evaluate(draft, head, valid_rows, full_to_sub), "config": asdict(config)}
+            )
+            + "\n"
+        )
     draft.train()
     while step < config.steps and (time.time() - start) / 60 < config.max_minutes:
-        lr = config.lr * min(1.0, (step + 1) / config.warmup) * 0.5 * (1 + math.cos(math.pi * step / config.steps))
+        lr = (
+            config.lr
+            * min(1.0, (step + 1) / config.warmup)
+            * 0.5
+            * (1 + math.cos(math.pi * step / config.steps))
+        )
         for group in opt.param_groups:
             group["lr"] = lr
         batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub)
@@ -143,9 +155,14 @@ def train(config: DraftConfig, target_dir: str) -> Path:
         opt.step()
         step += 1
         if step % config.eval_every == 0 or step == config.steps:
-            record = {"step": step, "train_loss": round(loss.item(), 4), "train_top1": round(agree.item(), 4),
-                      "lr": lr, "minutes": round((time.time() - start) / 60, 2),
-                      **_evaluate(draft, head, valid_rows, full_to_sub)}
+            record = {
+                "step": step,
+                "train_loss": round(loss.item(), 4),
+                "train_top1": round(agree.item(), 4),
+                "lr": lr,
+                "minutes": round((time.time() - start) / 60, 2),
+                **_evaluate(draft, head, valid_rows, full_to_sub),
+            }
             log.write(json.dumps(record) + "\n")
             log.flush()
             print(record, flush=True)

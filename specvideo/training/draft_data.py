@@ -38,6 +38,7 @@ class DataConfig:
 
 def prompt_batches(tokenizer, config: DataConfig) -> list[tuple[str, list[list[int]]]]:
     """(shard name, token-id prompts) for every shard, training shards first, then validation ones."""
+
     def encode(texts):
         return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
 
@@ -119,8 +120,12 @@ def run_data(config: DataConfig, target_dir: str) -> Path:
         torch.save(shard, tmp)
         os.replace(tmp, path)
         tokens = sum(len(r["ids"]) - r["start"] for r in shard["rows"])
-        record = {"shard": name, "reply_tokens": tokens, "seconds": round(time.time() - t, 1),
-                  "minutes_total": round((time.time() - start) / 60, 2)}
+        record = {
+            "shard": name,
+            "reply_tokens": tokens,
+            "seconds": round(time.time() - t, 1),
+            "minutes_total": round((time.time() - start) / 60, 2),
+        }
         log.write(json.dumps(record) + "\n")
         log.flush()
         print(record, flush=True)

@@ -107,6 +107,7 @@ class VideoTrainConfig:
     rollout_unroll: int = 3
     rollout_batch_size: int = 8
     rollout_frames: int = 8  # autoregressive frames in each evaluation's rollout
+    grid_frames: int = 32  # frames of each rollout in the exported samples.png
     drafter_steps: int = 600
     drafter_hidden: int = 32
     drafter_unroll: int = 2
@@ -422,53 +423,9 @@ def export(
     pipe = SpeculativeVideoPipeline(verifier, LearnedDrafter(predictor) if predictor else None)
     pipe.save_pretrained(cfg.out, default_drafter=drafter)
     (Path(cfg.out) / "training_config.json").write_text(json.dumps(asdict(cfg), indent=2))
-    sample_grid(SpeculativeVideoPipeline.from_pretrained(cfg.out), Path(cfg.out) / "samples.png")
+    from specvideo.training.video_samples import sample_grid
+
+    sample_grid(
+        SpeculativeVideoPipeline.from_pretrained(cfg.out), Path(cfg.out) / "samples.png", cfg.grid_frames
+    )
     return Path(cfg.out)
-
-
-GRID_ROWS = ("context", "truth", "target-only", "draft-only", "speculative")
-
-
-def sample_grid(pipe, path: str | Path, num_frames: int = 6, seed: int = 0) -> Path:
-    """A PNG of held-out examples (2 synthetic, 2 real clips): per clip one row each for context,
-    ground truth, target-only, draft-only and speculative frames, with the pipeline's defaults."""
-    import cv2
-
-    P, size = pipe.verifier.num_context_frames, pipe.verifier.resolution[0]
-    clips = heldout_synthetic(2, P + num_frames, size) + heldout_real(2, P + num_frames, size)
-    blank = np.full((size, size, 3), 255, np.uint8)
-    rows = []
-    for i, clip in enumerate(clips):
-        rows += [list(clip[:P]) + [blank] * (num_frames - P), list(clip[P:])]
-        for mode in ("target", "draft", "speculative"):
-            g = torch.Generator().manual_seed(seed + i)
-            rows.append(
-                list(pipe(clip[:P], num_frames=num_frames, mode=mode, generator=g, progress=False).frames)
-            )
-    scale, label_width = 2, 110
-    lines = []
-    for r, row in enumerate(rows):
-        strip = cv2.resize(_hstack(row), None, fx=scale, fy=scale, interpolation=cv2.INTER_NEAREST)
-        label = np.full((strip.shape[0], label_width, 3), 255, np.uint8)
-        cv2.putText(
-            label,
-            GRID_ROWS[r % len(GRID_ROWS)],
-            (4, strip.shape[0] // 2 + 4),
-            cv2.FONT_HERSHEY_SIMPLEX,
-            0.42,
-            (0, 0, 0),
-            1,
-            cv2.LINE_AA,
-        )
-        lines.append(np.concatenate([label, strip], axis=1))
-        if r % len(GRID_ROWS) == len(GRID_ROWS) - 1:
-            lines.append(np.full((8, lines[-1].shape[1], 3), 255, np.uint8))
-    path = Path(path)
-    cv2.imwrite(str(path), cv2.cvtColor(np.concatenate(lines[:-1]), cv2.COLOR_RGB2BGR))
-    return path
-
-
-def _hstack(frames: list[np.ndarray]) -> np.ndarray:
-    """Frames side by side with a 2-pixel white gap."""
-    gap = np.full((frames[0].shape[0], 2, 3), 255, np.uint8)
-    return np.concatenate([p for f in frames for p in (f, gap)][:-1], axis=1)

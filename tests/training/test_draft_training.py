@@ -21,15 +21,30 @@ def test_recipe_runs_and_the_draft_loads_with_the_targets_embeddings(tmp_path):
     tok = tiny_tokenizer(300)
     target_dir = tmp_path / "target"
     target = save_model_dir(target_dir, len(tok), seed=0, tokenizer=tok, layers=3, context=8192)
-    data = DataConfig(work=str(tmp_path / "work"), num_chat=3, num_code=3, batch_size=4, max_new_tokens=5,
-                      valid_prompts=2, top_k=4)
+    data = DataConfig(
+        work=str(tmp_path / "work"),
+        num_chat=3,
+        num_code=3,
+        batch_size=4,
+        max_new_tokens=5,
+        valid_prompts=2,
+        top_k=4,
+    )
     run_data(data, str(target_dir))
     rows = load_shards(data.work, "train")
     assert len(rows) == 6 and all(len(r["top_ids"]) == len(r["ids"]) - r["start"] for r in rows)
     row = rows[0]  # the stored top-1 is the greedy reply token
     assert row["top_ids"][:, 0].tolist() == row["ids"][row["start"] :].tolist()[: len(row["top_ids"])]
-    config = DraftConfig(work=data.work, out=str(tmp_path / "draft"), init_layers=(0, 2), vocab_size=200,
-                         batch_size=2, steps=3, eval_every=1, warmup=1)
+    config = DraftConfig(
+        work=data.work,
+        out=str(tmp_path / "draft"),
+        init_layers=(0, 2),
+        vocab_size=200,
+        batch_size=2,
+        steps=3,
+        eval_every=1,
+        warmup=1,
+    )
     train(config, str(target_dir))
     train(replace(config, steps=4), str(target_dir))  # resumes from step 3
     log = (tmp_path / "work" / "train" / "log.jsonl").read_text().splitlines()
@@ -43,7 +58,10 @@ def test_recipe_runs_and_the_draft_loads_with_the_targets_embeddings(tmp_path):
     gen = SpeculativeGenerator.from_pretrained(str(target_dir), str(out), drafter="hybrid")
     plain = SpeculativeGenerator(gen.target, gen.tokenizer, drafter="none")
     prompt = [{"role": "user", "content": "sort a list"}]
-    assert gen.generate(prompt, max_new_tokens=12).token_ids == plain.generate(prompt, max_new_tokens=12).token_ids
+    assert (
+        gen.generate(prompt, max_new_tokens=12).token_ids
+        == plain.generate(prompt, max_new_tokens=12).token_ids
+    )
 
 
 def test_a_shared_draft_refuses_a_target_of_another_width(tmp_path):

@@ -115,7 +115,12 @@ def test_export_writes_the_sampler_with_its_context_noise_and_scheduler(tmp_path
     init = tmp_path / "init"
     hinted().save_pretrained(init)
     vs.train_sampler(tiny_cfg(tmp_path, init, steps=1))
-    out = export(VideoTrainConfig(work=str(tmp_path / "work"), out=str(tmp_path / "out")), "flow", 30, "ddpm")
+    out = export(
+        VideoTrainConfig(work=str(tmp_path / "work"), out=str(tmp_path / "out"), grid_frames=4),
+        "flow",
+        30,
+        "ddpm",
+    )
     pipe = SpeculativeVideoPipeline.from_pretrained(out)
     v = pipe.verifier
     assert (v.context_noise_level, v.residual, v.hint, v.takes_context_noise) == (30, True, "flow", True)

@@ -24,6 +24,7 @@ def tiny(tmp_path, **kw):
         eval_every=2,
         eval_sequences=2,
         warmup=1,
+        grid_frames=4,
     )
     return replace(base, **kw)
 
