@@ -131,10 +131,11 @@ def format_targets(results: BenchVideoResults) -> str:
 
 
 def choose_default(results: BenchVideoResults) -> tuple[VideoMethodResult | None, str]:
-    """The rule applied on the tuning split: among speculative settings that keep >= 98 % of the
-    reference target's SSIM with acceptance in [0.3, 0.97] on every workload, the one with the most
-    sequential-pass saving on its worst workload (ties: higher worst-workload SSIM ratio); if none
-    qualifies, the one with the highest worst-workload SSIM ratio."""
+    """The rule applied on the tuning split, as the sampler is judged: among speculative settings
+    that, on every workload, keep the reference target's realism (KID to the truth at most its worst
+    seed's), keep >= 98 % of its best-of-K SSIM and accept in [0.3, 0.97], the one that is fastest in
+    CPU wall clock on its worst workload (ties: more sequential-pass savings); if none qualifies, the
+    one with the best worst-workload KID margin."""
     by_setting: dict[str, list[VideoMethodResult]] = {}
     for r in results.rows:
         if r.family == "speculative":
@@ -143,22 +144,41 @@ def choose_default(results: BenchVideoResults) -> tuple[VideoMethodResult | None
     for rows in by_setting.values():
         if len(rows) != len(results.workloads):
             continue
-        ratios = [r.ssim_gt / results.reference(r.workload).ssim_gt for r in rows]
-        ok = all(q >= KEEP_QUALITY for q in ratios) and all(
-            r.acceptance_rate is not None and ACCEPTANCE_RANGE[0] <= r.acceptance_rate <= ACCEPTANCE_RANGE[1]
-            for r in rows
-        )
-        passes = min(r.pass_ratio or 0.0 for r in rows)
-        scored.append((ok, passes if ok else 0.0, min(ratios), rows[0]))
+        checks = [_keeps_target(results, r) for r in rows]
+        if any(c is None for c in checks):
+            continue
+        ok = all(c[0] for c in checks)
+        margin = min(c[1] for c in checks)  # worst KID headroom under the target's worst seed
+        speed = min(r.speedup or 0.0 for r in rows)
+        scored.append((ok, speed if ok else 0.0, min(r.pass_ratio or 0.0 for r in rows), margin, rows[0]))
     if not scored:
-        return None, "no speculative setting ran on every workload"
-    ok, passes, quality, row = max(scored, key=lambda s: (s[0], s[1], s[2]))
+        return None, "no speculative setting ran on every workload with the generative measures"
+    ok, speed, passes, margin, row = max(scored, key=lambda s: (s[0], s[1], s[2], s[3]))
     why = (
-        f"{row.method}: keeps {quality:.1%} of the reference SSIM on its worst workload, {passes:.2f}x fewer passes"
+        f"{row.method}: keeps the target's realism and >= 98 % of its best-of-K SSIM with acceptance in range "
+        f"on every workload; {speed:.2f}x faster than the reference target and {passes:.2f}x fewer passes on its worst"
         if ok
-        else f"{row.method}: no setting met quality and acceptance on every workload; best worst-case SSIM ratio {quality:.1%}"
+        else f"{row.method}: no setting kept the target's realism, quality and acceptance everywhere; best worst-case "
+        f"KID headroom {margin:+.1f}"
     )
     return row, why
+
+
+def _keeps_target(results: BenchVideoResults, r: VideoMethodResult) -> tuple[bool, float] | None:
+    """(whether row r keeps the reference target's realism, best-of-K SSIM and acceptance range,
+    its KID headroom under the target's worst seed), or None without generative measures."""
+    ref = results.reference(r.workload)
+    g, t = results.generative.get((r.workload, r.method)), results.generative.get((r.workload, ref.method))
+    if g is None or t is None:
+        return None
+    headroom = t.kid_truth_spread[1] - g.kid_truth
+    ok = (
+        headroom >= 0
+        and g.ssim_best_of_k >= KEEP_QUALITY * t.ssim_best_of_k
+        and r.acceptance_rate is not None
+        and ACCEPTANCE_RANGE[0] <= r.acceptance_rate <= ACCEPTANCE_RANGE[1]
+    )
+    return ok, headroom
 
 
 WORKLOAD_TITLES = {
