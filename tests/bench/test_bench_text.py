@@ -425,3 +425,51 @@ def test_lean_verifier_rows_are_exact_and_decode_costs_list_both_runners(dirs):
     from specvideo.bench.text.report import decode_table
 
     assert "| target (LeanLlama), 4 tokens at once |" in decode_table(decode)
+
+
+def test_fim_prompts_are_cut_from_installed_packages_and_laid_out_with_fim_tokens(tmp_path):
+    """The code pair's fill-in-the-middle workload: prefix + hidden middle + suffix from real files of
+    installed packages, disjoint splits, and an exact greedy run on a tiny FIM-capable target."""
+    from specvideo.bench.text.fim import fim_prompts
+    from specvideo.bench.text.run import encode
+    from specvideo.serve.app import FIM_TOKENS
+
+    tuning, heldout = fim_prompts("tuning"), fim_prompts("heldout")
+    assert len(tuning) > 20 and len(heldout) > 20
+    assert not {p.source for p in tuning} & {p.source for p in heldout}
+    assert all(
+        p.workload == "fim" and p.text.lstrip().startswith(("def ", "async def ")) and p.suffix
+        for p in heldout
+    )
+    picked = fim_prompts("heldout", 3)
+    assert picked == fim_prompts("heldout", 3) and len(picked) == 3  # deterministic
+    tok = tiny_tokenizer(300)
+    tok.add_special_tokens({"additional_special_tokens": list(FIM_TOKENS)})
+    ids = encode(picked[0], tok, 4096, 4, "cpu")[0].tolist()
+    assert ids[0] == tok.convert_tokens_to_ids(FIM_TOKENS[0]) and ids[-1] == tok.convert_tokens_to_ids(
+        FIM_TOKENS[2]
+    )
+    with pytest.raises(ValueError, match="has no FIM tokens"):
+        encode(picked[0], tiny_tokenizer(300), 4096, 4, "cpu")
+    root = tmp_path / "fim"
+    save_model_dir(root / "target", len(tok), seed=0, tokenizer=tok, logit_scale=4.0, context=4096)
+    cfg = BenchTextConfig(
+        target=str(root / "target"),
+        workloads=("fim",),
+        num_prompts=2,
+        max_new_tokens=4,
+        verifiers=("transformers",),
+        methods=("hf-target", "ours-ngram"),
+        temperatures=(0.0,),
+        lookup_ks=(3,),
+        repeats=1,
+    )
+    results = run_benchmark(cfg)
+    assert results.workloads == ["fim"] and all(r.exact_match == 1.0 for r in results.rows)
+
+
+def test_pair_excludes_a_target_directory():
+    with pytest.raises(ValueError, match="pair must be 'qwen-coder'"):
+        BenchTextConfig(pair="qwen-coder", target="somewhere")
+    with pytest.raises(ValueError, match="pair must be 'qwen-coder'"):
+        BenchTextConfig(pair="gpt")

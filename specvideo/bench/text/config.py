@@ -8,7 +8,7 @@ from dataclasses import dataclass
 FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
 SCHEDULES = ("constant", "heuristic", "confidence")
 HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
-WORKLOADS = ("code", "chat")
+WORKLOADS = ("code", "chat", "fim")  # fim: fill-in-the-middle, for a model with FIM tokens (the code pair)
 SPLITS = ("tuning", "heldout")
 VERIFIERS = ("transformers", "lean")  # how our loop runs the target's forwards
 
@@ -61,7 +61,8 @@ class BenchTextConfig:
 
     target: str | None = None
     draft: str | None = None
-    workloads: tuple[str, ...] = WORKLOADS
+    pair: str | None = None  # "qwen-coder": the fetched code pair instead of target / draft
+    workloads: tuple[str, ...] = ("code", "chat")
     split: str = "heldout"
     prompts: str | None = None
     num_prompts: int = 16  # per workload: the held-out size (the code split holds more)
@@ -94,6 +95,8 @@ class BenchTextConfig:
         if not isinstance(self.num_prompts, int) or isinstance(self.num_prompts, bool) or self.num_prompts < 0:
             raise ValueError(f"num_prompts must be an integer >= 0 (0 = the whole split), got {self.num_prompts!r}")
         check_positive_int("max_new_tokens", self.max_new_tokens)
+        if self.pair is not None and (self.pair != "qwen-coder" or self.target is not None):
+            raise ValueError(f"pair must be 'qwen-coder' and excludes a target directory, got pair={self.pair!r}")
         check_positive_int("repeats", self.repeats)
         _choose("split", (self.split,), SPLITS, allow_empty=False)
         _choose("workload", self.workloads, WORKLOADS, allow_empty=False)

@@ -60,7 +60,11 @@ def workload_prompts(workload: str, split: str, n: int = 0) -> list[BenchPrompt]
         return code_prompts(split, n)
     if workload == "chat":
         return chat_prompts(split, n)
-    raise ValueError(f"unknown workload {workload!r}; choose code or chat")
+    if workload == "fim":
+        from specvideo.bench.text.fim import fim_prompts
+
+        return fim_prompts(split, n)
+    raise ValueError(f"unknown workload {workload!r}; choose code, fim or chat")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class BenchPrompt:
     text: str
     source: str
     workload: str = "code"
+    suffix: str | None = None  # fill-in-the-middle: the text after the gap (``text`` is before it)
 
     @property
     def chat(self) -> bool:

@@ -125,6 +125,13 @@ def load_models(config: BenchTextConfig):
     """(target, draft or None, tokenizer): from the config's directories, or the default pair."""
     from specvideo.text import SpeculativeGenerator
 
+    if config.pair is not None:  # a named pair: its converted directories (``specvideo.text.models``)
+        from dataclasses import replace
+
+        from specvideo.text.models import resolve_model
+
+        choice = resolve_model(config.pair)
+        config = replace(config, target=choice.target, draft=config.draft or choice.draft, pair=None)
     if config.target is not None and not os.path.isdir(config.target):
         raise ValueError(f"target model directory {config.target!r} does not exist (pass --target DIR)")
     if config.draft is not None and config.needs_draft and not os.path.isdir(config.draft):
@@ -160,6 +167,12 @@ def encode(prompt: BenchPrompt, tokenizer, context: int, max_new_tokens: int, de
 
     if prompt.chat:
         ids = chat_ids([{"role": "user", "content": prompt.text}], tokenizer)
+    elif prompt.suffix is not None:
+        from specvideo.serve.app import FIM_TOKENS, fim_ids
+
+        ids = fim_ids(tokenizer, prompt.text, prompt.suffix)
+        if ids is None:
+            raise ValueError(f"prompt {prompt.source} fills in the middle; the target has no FIM tokens {list(FIM_TOKENS)}")
     else:
         ids = list(tokenizer(prompt.text)["input_ids"])
     if not ids:
