@@ -74,7 +74,9 @@ class LeanLlama(nn.Module):
     one cache write, SDPA, the output projection, RMSNorm, one gate/up projection, SiLU, down.
     """
 
-    def __init__(self, model: PreTrainedModel, vocab: torch.Tensor | list[int] | None = None):
+    def __init__(
+        self, model: PreTrainedModel, vocab: torch.Tensor | list[int] | None = None, packed: bool = False
+    ):
         super().__init__()
         config = model.config
         if getattr(config, "model_type", None) != "llama":
@@ -95,6 +97,22 @@ class LeanLlama(nn.Module):
             rows = head if self.vocab is None else head[self.vocab]  # (V', d): only the rows it proposes
             self.lm_head = (rows * model.model.norm.weight).contiguous()  # the final norm folded in
             self.cos, self.sin = self._rope_tables(model)  # (T, D) each
+            self._packed, self._bias = self._pack() if packed else ({}, {})
+
+    def _pack(self) -> tuple[dict, dict]:
+        """oneDNN copies of every projection in its pre-packed (blocked) layout, keyed by the dense
+        weight's id, and zero biases per output width: a k-token product then reads the packed
+        weight instead of re-laying it out every call (CPU, float32 only)."""
+        if (
+            self.device.type != "cpu"
+            or self.lm_head.dtype != torch.float32
+            or not torch.backends.mkldnn.is_available()
+        ):
+            raise ValueError("packed=True needs float32 weights on a CPU with oneDNN (torch.backends.mkldnn)")
+        weights = [self.lm_head] + [w for layer in self.layers for w in vars(layer).values()]
+        packed = {id(w): w.to_mkldnn() for w in weights}
+        bias = {w.shape[0]: torch.zeros(w.shape[0]).to_mkldnn() for w in weights}
+        return packed, bias
 
     def _rope_tables(self, model: PreTrainedModel) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin of every position (T, D), from the model's own rotary module: one
@@ -143,11 +161,11 @@ class LeanLlama(nn.Module):
         mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         for i, layer in enumerate(self.layers):
             x = x + self._attend(i, layer, self._norm(x), cos, sin, mask, cache)
-            gate, up = _linear(self._norm(x), layer.gate_up).chunk(2, -1)  # (B, n, I) each
-            x = x + _linear(F.silu(gate) * up, layer.down)  # (B, n, d)
+            gate, up = self._linear(self._norm(x), layer.gate_up).chunk(2, -1)  # (B, n, I) each
+            x = x + self._linear(F.silu(gate) * up, layer.down)  # (B, n, d)
         cache.length = start + n
         x = self._norm(x[:, -logits_to_keep:] if logits_to_keep else x)
-        logits = _linear(x, self.lm_head)  # (B, n_keep, V')
+        logits = self._linear(x, self.lm_head)  # (B, n_keep, V')
         if self.vocab is not None:  # back to the full vocabulary, -inf outside the draft's
             full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))  # (B, n_keep, V)
             logits = full.index_copy_(-1, self.vocab, logits)
@@ -160,7 +178,7 @@ class LeanLlama(nn.Module):
     def _attend(self, i, layer, h, cos, sin, mask, cache: LeanCache) -> torch.Tensor:
         B, n, _ = h.shape
         H, D = self.heads, self.head_dim
-        qkv = _linear(h, layer.qkv).view(B, n, -1, D).transpose(1, 2)  # (B, H + 2 H_kv, n, D)
+        qkv = self._linear(h, layer.qkv).view(B, n, -1, D).transpose(1, 2)  # (B, H + 2 H_kv, n, D)
         qkv = qkv * cos + qkv.roll(D // 2, dims=-1) * sin  # RoPE on q and k, v unchanged
         end = cache.length + n
         cache.kv[i, :, :, :, cache.length : end] = qkv[:, H:].unflatten(1, (2, -1)).transpose(0, 1)
@@ -168,7 +186,16 @@ class LeanLlama(nn.Module):
         out = F.scaled_dot_product_attention(
             qkv[:, :H], keys, values, attn_mask=mask, enable_gqa=H != self.kv_heads
         )  # (B, H, n, D)
-        return _linear(out.transpose(1, 2).reshape(B, n, -1), layer.o_proj)  # (B, n, d)
+        return self._linear(out.transpose(1, 2).reshape(B, n, -1), layer.o_proj)  # (B, n, d)
+
+    def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """x (..., d_in) @ weight^T through the weight's oneDNN pre-packed copy when ``packed``."""
+        packed = self._packed.get(id(weight))
+        if packed is None:
+            return _linear(x, weight)
+        rows = x.reshape(-1, x.shape[-1]).to_mkldnn()
+        out = torch._C._nn.mkldnn_linear(rows, packed, self._bias[weight.shape[0]]).to_dense()
+        return out.reshape(*x.shape[:-1], weight.shape[0])
 
 
 SMALL_M = range(2, 7)  # rows for which W @ x^T beats x @ W^T on this project's CPU (MKL)

@@ -473,3 +473,22 @@ def test_pair_excludes_a_target_directory():
         BenchTextConfig(pair="qwen-coder", target="somewhere")
     with pytest.raises(ValueError, match="pair must be 'qwen-coder'"):
         BenchTextConfig(pair="gpt")
+
+
+def test_packed_verifier_rows_are_exact_and_in_the_decode_cost_table(dirs):
+    from specvideo.bench.text.report import decode_table
+
+    results = run_benchmark(
+        config(dirs, verifiers=("packed",), methods=("hf-target", "ours-ngram"), temperatures=(0.0,))
+    )
+    ours = [r for r in results.rows if r.family == "ours-ngram"]
+    assert ours and all(r.method.endswith("+packed") and r.exact_match == 1.0 for r in ours)
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from specvideo.bench.text.run import decode_costs
+
+    target, draft = (AutoModelForCausalLM.from_pretrained(dirs / d).eval() for d in ("target", "draft"))
+    decode = decode_costs(target, draft, torch.tensor([[5, 6, 7]]), tokens=2, repeats=1)
+    assert {"target@4", "target_lean@4", "target_packed@4"} <= set(decode)
+    assert "LeanLlama, oneDNN pre-packed" in decode_table(decode)

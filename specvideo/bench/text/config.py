@@ -10,7 +10,7 @@ SCHEDULES = ("constant", "heuristic", "confidence")
 HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
 WORKLOADS = ("code", "chat", "fim")  # fim: fill-in-the-middle, for a model with FIM tokens (the code pair)
 SPLITS = ("tuning", "heldout")
-VERIFIERS = ("transformers", "lean")  # how our loop runs the target's forwards
+VERIFIERS = ("transformers", "lean", "packed")  # how our loop runs the target's forwards (packed: LeanLlama on oneDNN pre-packed weights)
 
 # Targets from the issue: (key, description, threshold), checked per workload.
 TARGETS = (

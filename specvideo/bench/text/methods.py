@@ -61,16 +61,21 @@ def build_methods(
     methods: list[Method] = []
     from specvideo.text.lean import LeanLlama
 
-    lean = LeanLlama(target) if "lean" in config.verifiers and target.config.model_type == "llama" else None
-    verifiers = [(v, lean if v == "lean" else False) for v in config.verifiers if v != "lean" or lean is not None]
-    verifiers = verifiers or [("transformers", False)]  # "lean" alone on a non-Llama target
+    llama = target.config.model_type == "llama"
+    runners = {
+        v: LeanLlama(target, packed=v == "packed")
+        for v in ("lean", "packed")
+        if v in config.verifiers and llama
+    }
+    verifiers = [(v, runners.get(v, False)) for v in config.verifiers if v == "transformers" or v in runners]
+    verifiers = verifiers or [("transformers", False)]  # lean verifiers alone on a non-Llama target
 
     def ours(name: str, family: str, row: tuple, **kwargs) -> list[Method]:
         """One Method per verifier; row = (drafter label, schedule, k) for the table."""
         out = []
         for verifier, lean_target in verifiers:
             gen = SpeculativeGenerator(target, tokenizer, lean_target=lean_target, **kwargs)
-            suffix = "+lean" if verifier == "lean" else ""
+            suffix = "" if verifier == "transformers" else f"+{verifier}"
             out.append(Method(name + suffix, family, _ours_runner(gen, n, top_p), *row))
         return out
 
@@ -85,8 +90,17 @@ def build_methods(
             for schedule in config.assistant_schedules:
                 for k in config.assistant_ks:
                     reset = _assistant_setter(draft, k, schedule)
-                    methods.append(Method(f"hf-assisted-{schedule}-k{k}", family, hf(assistant_model=draft),
-                                          "draft", schedule, k, reset=reset))
+                    methods.append(
+                        Method(
+                            f"hf-assisted-{schedule}-k{k}",
+                            family,
+                            hf(assistant_model=draft),
+                            "draft",
+                            schedule,
+                            k,
+                            reset=reset,
+                        )
+                    )
         elif family == "hf-lookup":
             for k in config.lookup_ks:
                 methods.append(Method(f"hf-lookup-k{k}", family, hf(prompt_lookup_num_tokens=k), k=k))
@@ -95,14 +109,25 @@ def build_methods(
                 for schedule in config.schedules:
                     for k in config.ks:
                         methods += ours(
-                            f"ours-{name}-{schedule}-k{k}", family, (name, schedule, k), draft=draft,
-                            drafter=parse_drafter(name)[0], num_draft_tokens=k, schedule=schedule,
+                            f"ours-{name}-{schedule}-k{k}",
+                            family,
+                            (name, schedule, k),
+                            draft=draft,
+                            drafter=parse_drafter(name)[0],
+                            num_draft_tokens=k,
+                            schedule=schedule,
                             draft_vocab=(vocabs or {}).get(name),
                         )
         elif family == "ours-ngram":
             for k in config.ngram_k_values:
-                methods += ours(f"ours-ngram-k{k}", family, ("ngram", "constant", k), drafter="ngram",
-                                num_draft_tokens=k, schedule="constant")
+                methods += ours(
+                    f"ours-ngram-k{k}",
+                    family,
+                    ("ngram", "constant", k),
+                    drafter="ngram",
+                    num_draft_tokens=k,
+                    schedule="constant",
+                )
     return methods
 
 
@@ -163,7 +188,10 @@ def _assistant_setter(draft, k: int, schedule: str) -> Callable[[], None]:
 
 
 def pad_id(target, tokenizer) -> int:
-    for value in (getattr(tokenizer, "pad_token_id", None), getattr(target.generation_config, "pad_token_id", None)):
+    for value in (
+        getattr(tokenizer, "pad_token_id", None),
+        getattr(target.generation_config, "pad_token_id", None),
+    ):
         if isinstance(value, int):
             return value
     return 0

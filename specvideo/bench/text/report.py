@@ -65,7 +65,9 @@ def decode_table(decode: dict | None) -> str:
         if name == "target" or name.endswith("_over_target"):
             continue
         if name.startswith("target"):
-            runner = "LeanLlama" if name.startswith("target_lean") else "transformers"
+            runner = {"target_lean": "LeanLlama", "target_packed": "LeanLlama, oneDNN pre-packed"}.get(
+                name.split("@")[0], "transformers"
+            )
             label = f"target ({runner}), {name.split('@')[1]} tokens at once"
         else:
             label = f"{name.replace('_', ' ')}, 1 token"

@@ -219,15 +219,17 @@ def decode_costs(
     tokens: int = 32, repeats: int = 5,
 ) -> dict[str, float]:
     """Median wall time (ms) of one decode forward after the prompt: the target fed 1, 2, 4 and 8
-    tokens at once, by transformers ("target@n") and by LeanLlama ("target_lean@n", Llama targets), and the draft per token run by transformers and by LeanLlama
+    tokens at once, by transformers ("target@n") and by LeanLlama ("target_lean@n", Llama targets;
+    "target_packed@n" on oneDNN pre-packed weights), and the draft per token run by transformers and by LeanLlama
     (Llama drafts; also "draft_lean@N" per restricted vocabulary). The models take turns within
     each repeat, so a drift in the machine's speed reaches all of them alike."""
     from specvideo.text.lean import LeanLlama
 
     models = {f"target@{n}": (target, n) for n in TARGET_WIDTHS}
     if getattr(target.config, "model_type", None) == "llama":
-        lean_target = LeanLlama(target)
+        lean_target, packed_target = LeanLlama(target), LeanLlama(target, packed=True)
         models.update({f"target_lean@{n}": (lean_target, n) for n in TARGET_WIDTHS})
+        models.update({f"target_packed@{n}": (packed_target, n) for n in TARGET_WIDTHS})
     models["draft"] = (draft, 1)
     if getattr(draft.config, "model_type", None) == "llama":
         models["draft_lean"] = (LeanLlama(draft), 1)
