@@ -49,8 +49,9 @@ def test_device_train_video_dry_run_exports_and_summarises(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["dry_run"] is True and summary["return_codes"] == {"train": 0, "export": 0}
     assert summary["steps"] == 2 and summary["exported"] is True
-    assert "real_rollout_generated" in summary["last_eval"]  # evaluated on the tuning split
+    assert "real_sharp_N16" in summary["last_eval"]  # evaluated on the tuning split
     assert (tmp_path / "out" / "video" / "unet" / "diffusion_pytorch_model.safetensors").is_file()
+    assert json.loads((tmp_path / "out" / "resume" / "resume.json").read_text())["step"] == 2
 
 
 def test_device_train_video_refuses_bad_options():

@@ -211,6 +211,9 @@ def _add_train_sampler(kinds) -> None:
     v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
     v.add_argument("--eval-every", type=int, default=d.eval_every)
     v.add_argument("--threads", type=int, default=d.threads, help="torch threads (0 = torch's default)")
+    v.add_argument(
+        "--pixels-per-batch", type=int, default=d.pixels_per_batch, help="pixels a step sees (batch = this / crop^2)"
+    )
     add_seed_and_device(v, d.seed, d.device)
     v.set_defaults(run=_run_train_sampler)
 
@@ -227,6 +230,7 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         ("--context-noise-max", args.context_noise_max, 0 <= args.context_noise_max < 1000),
         ("--eval-every", args.eval_every, args.eval_every >= 1),
         ("--threads", args.threads, args.threads >= 0),
+        ("--pixels-per-batch", args.pixels_per_batch, args.pixels_per_batch >= 64 * 64),
     ):
         if not ok:
             raise ValueError(f"{flag} is out of range: {value}")
@@ -234,6 +238,7 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         SamplerConfig(),
         **{k: getattr(args, k) for k in ("work", "init", "resume_from", "steps", "lr", "min_lr_ratio")},
         context_noise_max=args.context_noise_max,
+        pixels_per_batch=args.pixels_per_batch,
         **{k: getattr(args, k) for k in ("max_minutes", "eval_every", "threads", "seed", "device")},
     )
     if args.write_resume_point:
