@@ -132,13 +132,13 @@ UPLOADS = [
 ]
 
 
-# (H, W) of the continuation: the upload's own, downscaled to VIDEO_DEFAULTS.max_side (256) on decode,
+# (H, W) of the continuation: the upload's own, downscaled to VIDEO_DEFAULTS.max_side (320) on decode,
 # odd sides padded to even by the H.264 writer
 OUTPUT_SIZES = {
     "grayscale": (48, 64),
     "rgba": (48, 64),
     "odd-97x61": (62, 98),
-    "full-hd-1920x1080": (144, 256),
+    "full-hd-1920x1080": (180, 320),
     "long-600-frames": (32, 48),
 }
 

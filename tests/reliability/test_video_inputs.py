@@ -220,7 +220,7 @@ GOOD_FILES = [
     GoodFile("grayscale", _lavfi("gray.mkv", "64x48", "-pix_fmt", "gray", "-c:v", "ffv1"), (48, 64), 10),
     GoodFile("rgba", _lavfi("rgba.mov", "64x48", "-pix_fmt", "rgba", "-c:v", "png"), (48, 64), 10),
     GoodFile("odd-97x61", _lavfi("odd.mkv", "97x61", "-pix_fmt", "rgb24", "-c:v", "ffv1"), (61, 97), 10),
-    GoodFile("huge-3840x2160", _lavfi("huge.mp4", "3840x2160", *H264), (144, 256), 10),
+    GoodFile("huge-3840x2160", _lavfi("huge.mp4", "3840x2160", *H264), (180, 320), 10),
     GoodFile("long-600-frames", _lavfi("long.mp4", "48x32", *H264, rate=25, frames=600), (32, 48), 25),
     GoodFile("raw-h264-no-fps", _lavfi("raw.h264", "64x48", *H264, "-f", "h264"), (48, 64), DEFAULT_FPS),
 ]
