@@ -18,7 +18,7 @@ import importlib.util
 from pathlib import Path
 
 from specvideo.bench.text.config import SPLITS
-from specvideo.bench.text.prompts import BenchPrompt, evenly_spaced
+from specvideo.bench.text.prompts import BenchPrompt, evenly_spaced, file_functions
 
 FIM_PACKAGES = ("click", "jinja2", "packaging", "tqdm")
 PREFIX_LINES, MIDDLE_LINES, SUFFIX_LINES, MAX_FUNCTION_LINES = 2, 3, 8, 60
@@ -48,17 +48,12 @@ def _package_prompts(package: str) -> list[BenchPrompt]:
 
 
 def _file_prompts(path: Path, name: str) -> list[BenchPrompt]:
-    source = path.read_text(encoding="utf-8", errors="replace")
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    parsed = file_functions(path)
+    if parsed is None:
         return []
-    lines = source.splitlines()
-    nodes = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
-        nodes += [c for c in cls.body if isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    lines, functions = parsed
     out = []
-    for fn in sorted(nodes, key=lambda f: f.lineno):
+    for fn in sorted((node for _, node in functions), key=lambda f: f.lineno):
         cut = _cut(fn, lines)
         if cut is not None:
             prefix, suffix = cut

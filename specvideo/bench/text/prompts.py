@@ -140,7 +140,10 @@ def heldout_prompts(
     """
     check_positive_int("n", n)
     candidates = function_candidates(
-        root, body_lines=body_lines, min_rest_lines=min_rest_lines, max_lines=max_prompt_lines,
+        root,
+        body_lines=body_lines,
+        min_rest_lines=min_rest_lines,
+        max_lines=max_prompt_lines,
         max_chars=max_prompt_chars,
     )
     return evenly_spaced(candidates, n)
@@ -150,20 +153,10 @@ def _function_prompts(
     path: Path, root: Path, body_lines: int, min_rest_lines: int, max_lines: int, max_chars: int
 ) -> list[BenchPrompt]:
     """Every function (and method of a top-level class) of one file as a prompt."""
-    source = path.read_text(encoding="utf-8", errors="replace")
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    parsed = file_functions(path)
+    if parsed is None:
         return []
-    lines = source.splitlines()
-    functions: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            functions.append((node.name, node))
-        elif isinstance(node, ast.ClassDef):
-            for child in node.body:
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    functions.append((f"{node.name}.{child.name}", child))
+    lines, functions = parsed
     rel = path.relative_to(root).as_posix()
     prompts = []
     for name, fn in functions:
@@ -172,6 +165,27 @@ def _function_prompts(
             continue
         prompts.append(BenchPrompt(text=text, source=f"{rel}:{fn.lineno} {name}"))
     return prompts
+
+
+def file_functions(
+    path: Path,
+) -> tuple[list[str], list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]] | None:
+    """(the file's lines, its top-level functions and the methods of its top-level classes as
+    (qualified name, node), in file order), or None when it does not parse."""
+    source = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    functions: list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions.append((node.name, node))
+        elif isinstance(node, ast.ClassDef):
+            for child in node.body:
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    functions.append((f"{node.name}.{child.name}", child))
+    return source.splitlines(), functions
 
 
 def _function_prompt(fn, lines: list[str], body_lines: int, min_rest_lines: int) -> str | None:
@@ -219,7 +233,9 @@ def load_prompts_jsonl(path: str | os.PathLike) -> list[BenchPrompt]:
             text = record["prompt"]
             if not isinstance(text, str) or not text:
                 raise ValueError(f'{where}: "prompt" must be a non-empty string')
-            prompts.append(BenchPrompt(text=text, source=where, workload="chat" if record.get("chat") else "code"))
+            prompts.append(
+                BenchPrompt(text=text, source=where, workload="chat" if record.get("chat") else "code")
+            )
     if not prompts:
         raise ValueError(f'no prompts in {path}: expected one {{"prompt": "..."}} object per line')
     return prompts
