@@ -40,11 +40,11 @@ NAME=device_train_video
 
 # 2. train: from the committed resume point, more pixels per step, a constant learning rate
 WORK="${TMPDIR:-/tmp}/specvideo-sampler-$$"
-START_FROM=()
+START_FROM=(--init models/video/unet)  # this checkout's, whatever SPECVIDEO_MODELS says
 [ -f models/video-sampler-resume/resume.json ] && START_FROM=(--resume-from models/video-sampler-resume)
 if [ "$DRY" = 1 ]; then
     RECIPE=(--device cpu --steps 2 --pixels-per-batch 8192 --eval-every 1000 --max-minutes 5)
-    START_FROM=()  # the dry run trains two steps from the shipped UNet
+    START_FROM=(--init models/video/unet)  # the dry run trains two steps from the shipped UNet
 else
     RECIPE=(--device cuda --steps 1000000 --pixels-per-batch 524288 --eval-every 250 --max-minutes "$MINUTES")
 fi

@@ -242,6 +242,7 @@ def train_sampler(cfg: SamplerConfig) -> dict:
     work = Path(cfg.work) / "sampler"
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    unet.save_config(work / "unet")  # the architecture, for write_resume_point whatever --init was
     if cfg.resume_from and not (work / "checkpoint.pt").exists():
         seed_checkpoint(cfg, cfg.resume_from)
 
@@ -269,8 +270,14 @@ def write_resume_point(cfg: SamplerConfig, out: str | Path) -> Path:
     weights as fp16 safetensors (``unet/``, ``ema_unet/``) and ``resume.json`` (step, minutes, the
     EMA's counters, the data RNG's state). The optimizer's moments are left out (twice the weights
     again); a resumed run starts them afresh."""
-    saved = torch.load(Path(cfg.work) / "sampler" / "checkpoint.pt", weights_only=False)
-    unet = initial_unet(cfg)
+    work = Path(cfg.work) / "sampler"
+    saved = torch.load(work / "checkpoint.pt", weights_only=False)
+    saved_config = work / "unet" / "config.json"
+    unet = (
+        UNet2DModel.from_config(UNet2DModel.load_config(saved_config.parent))
+        if saved_config.is_file()
+        else initial_unet(cfg)
+    )
     unet.load_state_dict(saved["model"])
     out = Path(out)
     tmp = out.with_name(out.name + ".tmp")
