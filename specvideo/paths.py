@@ -22,6 +22,12 @@ def shown_path(path: Path | None) -> str | None:
         return str(path)
 
 
+def cache_root() -> Path:
+    """Where converted models and fetched data live: $SPECVIDEO_CACHE, or ~/.cache/specvideo."""
+    env = os.environ.get("SPECVIDEO_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "specvideo"
+
+
 def shipped(*parts: str) -> Path:
     """Path of a shipped model directory; a clear error when it is not there."""
     path = models_dir().joinpath(*parts)

@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     kwargs = generation_kwargs(args)
     prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
     if args.suffix is not None:
-        from specvideo.serve.app import FIM_TOKENS, fim_ids
+        from specvideo.text.prompts import FIM_TOKENS, fim_ids
 
         if args.chat:
             raise UsageError("--suffix fills in the middle of code: drop --chat")

@@ -28,10 +28,9 @@ from specvideo.serve.protocol import (
     completion_body,
     new_id,
 )
-from specvideo.text.prompts import chat_ids
+from specvideo.text.prompts import FIM_TOKENS, chat_ids, fim_ids
 from specvideo.text.state import context_length
 
-FIM_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")  # Qwen2.5-Coder, StarCoder-style
 DEFAULT_CHAT_TOKENS = 512
 POLL_S = 0.25  # how often a waiting stream checks that its client is still there
 
@@ -99,15 +98,6 @@ def _check_model(engine: Engine, name: str) -> None:
             param="model",
             code="model_not_found",
         )
-
-
-def fim_ids(tokenizer, prompt: str, suffix: str) -> list[int] | None:
-    """Prefix and suffix laid out with the model's FIM tokens, or None when it has none."""
-    vocab = tokenizer.get_vocab()
-    if not all(t in vocab for t in FIM_TOKENS):
-        return None
-    pre, suf, mid = FIM_TOKENS
-    return list(tokenizer(f"{pre}{prompt}{suf}{suffix}{mid}", add_special_tokens=False)["input_ids"])
 
 
 def _completion_ids(engine: Engine, body: CompletionRequest) -> list[int]:

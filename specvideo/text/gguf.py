@@ -18,13 +18,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from specvideo.paths import cache_root
+
 SOURCE_FILE = "specvideo_source.json"  # in the converted directory: which GGUF file it came from
-
-
-def cache_root() -> Path:
-    """$SPECVIDEO_CACHE, or ~/.cache/specvideo."""
-    env = os.environ.get("SPECVIDEO_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "specvideo"
 
 
 def converted_dir(

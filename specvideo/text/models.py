@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specvideo.text.gguf import cache_root, converted_dir
+from specvideo.paths import cache_root
+from specvideo.text.gguf import converted_dir
 
 QWEN_CODER_FILES = ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
 NAMED = ("smollm2", "qwen-coder")

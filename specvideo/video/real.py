@@ -19,13 +19,13 @@ pipeline runs at); the crop is never blown up or squeezed to a model resolution.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 
+from specvideo.paths import cache_root
 from specvideo.video.data import SAMPLE_VIDEOS, SPLITS, TRAIN_ONLY_VIDEOS, _split, sample_video_paths
 from specvideo.video.io import read_video
 
@@ -34,8 +34,7 @@ OPENCV_CLIPS = ("vtest.avi", "Megamind.avi", "tree.avi")
 
 def data_cache() -> Path:
     """$SPECVIDEO_CACHE/video-data (default ~/.cache/specvideo/video-data)."""
-    root = os.environ.get("SPECVIDEO_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "specvideo") / "video-data"
+    return cache_root() / "video-data"
 
 
 def opencv_clip_paths(required: bool = False) -> list[Path]:

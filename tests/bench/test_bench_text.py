@@ -432,7 +432,7 @@ def test_fim_prompts_are_cut_from_installed_packages_and_laid_out_with_fim_token
     installed packages, disjoint splits, and an exact greedy run on a tiny FIM-capable target."""
     from specvideo.bench.text.fim import fim_prompts
     from specvideo.bench.text.run import encode
-    from specvideo.serve.app import FIM_TOKENS
+    from specvideo.text.prompts import FIM_TOKENS
 
     tuning, heldout = fim_prompts("tuning"), fim_prompts("heldout")
     assert len(tuning) > 20 and len(heldout) > 20

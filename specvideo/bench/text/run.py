@@ -168,7 +168,7 @@ def encode(prompt: BenchPrompt, tokenizer, context: int, max_new_tokens: int, de
     if prompt.chat:
         ids = chat_ids([{"role": "user", "content": prompt.text}], tokenizer)
     elif prompt.suffix is not None:
-        from specvideo.serve.app import FIM_TOKENS, fim_ids
+        from specvideo.text.prompts import FIM_TOKENS, fim_ids
 
         ids = fim_ids(tokenizer, prompt.text, prompt.suffix)
         if ids is None:
