@@ -68,6 +68,19 @@ class VideoPipelineOutput(BaseOutput):
     row_stats: list[VideoSpecStats] | None = None
 
 
+def pad_to_multiple(x: torch.Tensor, m: int) -> torch.Tensor:
+    """(..., h, w) -> (..., H', W'), both sides rounded up to a multiple of m: reflected where the
+    frame is large enough, else replicated (the crop ``[..., :h, :w]`` undoes it)."""
+    h, w = x.shape[-2:]
+    pad_h, pad_w = -h % m, -w % m
+    if not (pad_h or pad_w):
+        return x
+    mode = "reflect" if pad_h < h and pad_w < w else "replicate"
+    lead = x.shape[:-3]
+    y = F.pad(x.reshape(-1, *x.shape[-3:]), (0, pad_w, 0, pad_h), mode=mode)
+    return y.reshape(*lead, *y.shape[-3:])
+
+
 class SpeculativeVideoPipeline:
     """Speculative video generation with a frame drafter and a ``DiffusionVerifier``."""
 
@@ -195,6 +208,9 @@ class SpeculativeVideoPipeline:
                 callback_on_step_end(self, step.round, None, {n: kwargs[n] for n in tensor_inputs})
         bar.close()
         merge_row_stats(stats, rows.stats)
+        for d in stats.scored_drafts:  # recorded at the model's padded size: cropped as the frames are
+            h, w = prepared[d.row][1]
+            d.draft = d.draft[..., :h, :w]
         outputs = [
             self._outputs(h, verifier.drafts[b], output_type, size)
             for b, (h, (_, size)) in enumerate(zip(rows.histories, prepared))
@@ -223,11 +239,7 @@ class SpeculativeVideoPipeline:
         m = self.verifier.size_multiple
         if min(size) < m:
             raise ValueError(f"context frames of {size[0]} x {size[1]} are smaller than the model's {m} x {m} minimum")
-        pad_h, pad_w = -size[0] % m, -size[1] % m
-        if pad_h or pad_w:  # (F, 3, H', W'): reflect where the frame is large enough, else replicate
-            mode = "reflect" if pad_h < size[0] and pad_w < size[1] else "replicate"
-            x = F.pad(x, (0, pad_w, 0, pad_h), mode=mode)
-        return x.clamp(-1, 1).to(self.device), size
+        return pad_to_multiple(x, m).clamp(-1, 1).to(self.device), size
 
     @staticmethod
     def _postprocess(frames: torch.Tensor, output_type: str, size: tuple[int, int]):

@@ -181,7 +181,7 @@ class DiffusionVerifier:
         sample = noise.float() * self.scheduler.init_noise_sigma  # (N, 3, H, W)
         return self._denoise(cond, sample, self.scheduler.timesteps, generator, context_noise_level)
 
-    def _class_labels(self, n: int, level: torch.Tensor | None) -> torch.Tensor | None:
+    def class_labels(self, n: int, level: torch.Tensor | None) -> torch.Tensor | None:
         """The context noise level (n,) for a UNet that takes one, else None."""
         if self.unet.config.get("class_embed_type") != "timestep":
             return None
@@ -191,7 +191,7 @@ class DiffusionVerifier:
 
     def _denoise(self, cond, sample, timesteps, generator, context_noise_level=None) -> torch.Tensor:
         dtype = self.unet.dtype
-        labels = self._class_labels(sample.shape[0], context_noise_level)
+        labels = self.class_labels(sample.shape[0], context_noise_level)
         cond = cond.to(self.device, dtype)
         if isinstance(generator, list) and len(generator) != sample.shape[0]:
             raise ValueError(f"got {len(generator)} generators for {sample.shape[0]} frames")

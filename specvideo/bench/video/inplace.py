@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from specvideo.video.metrics import ssim
+from specvideo.video.pipeline import pad_to_multiple
 from specvideo.video.rounds import FrameNoise, VideoSpecStats
 from specvideo.video.verifier import DiffusionVerifier
 
@@ -51,6 +52,8 @@ def target_in_place(
 ) -> torch.Tensor:
     """(n, 3, H, W): the target's frame (N = ``steps``) from each (n, P, 3, H, W) window, with the
     noise a target-only call seeded with ``seed`` draws for output frame ``index[i]``."""
+    h, w = windows.shape[-2:]
+    windows = pad_to_multiple(windows, verifier.size_multiple)  # as the pipeline pads its context
     shape = tuple(windows.shape[2:])
     noise = FrameNoise(torch.Generator().manual_seed(seed), shape, verifier.device)
     out = []
@@ -63,7 +66,7 @@ def target_in_place(
             torch.stack([noise.full(j) for j in js]),  # (n', 3, H, W)
             [noise.generator(j, 2) for j in js],
         )
-        out.append(frames.float().cpu())
+        out.append(frames[..., :h, :w].float().cpu())
     return torch.cat(out)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specvideo.video.pipeline import pad_to_multiple
 from specvideo.bench.measure import roc_auc, spearman
 from specvideo.bench.video.workloads import BenchClip
 from specvideo.video.drafters import FrameDrafter
@@ -105,7 +106,9 @@ def true_context_checks(
         k = min([k, *(len(c.truth) for c in clips)])  # a round fits in the shortest clip
         rounds_of = []  # (round seed, true window (P, 3, H, W), truth (k, 3, H, W), target frames)
         for ci, c in enumerate(clips):
-            seq = torch.cat([c.context, c.truth])  # (P + F, 3, H, W)
+            # (P + F, 3, H', W'): padded to the UNet's multiple as the pipeline pads (these checks
+            # call the verifier directly); the reflected border is scored with the frame
+            seq = pad_to_multiple(torch.cat([c.context, c.truth]), verifier.size_multiple)
             for start in range(0, len(c.truth) - k + 1, k):
                 r_seed = seed + 10_000 * ci + start  # distinct for every (clip, start)
                 window, truth = seq[start : start + P], seq[start + P : start + P + k]

@@ -145,10 +145,17 @@ def measure_costs(pipe, drafters: dict[str, FrameDrafter], clip: BenchClip, repe
     x = torch.randn(max(BATCH_SIZES), C, H, W, generator=torch.Generator().manual_seed(0))
     x = x.to(device, unet.dtype)
     t = torch.tensor([500], device=device)
+    # a UNet told its context's noise level takes it as class labels, as the verifier gives them
+    labels = pipe.verifier.class_labels(max(BATCH_SIZES), None)  # (n,) or None
     with torch.inference_mode():
         # a curve of ratios to n = 1: more repeats, since the machine's timing noise enters twice
         pass_s = {
-            n: median_time(lambda n=n: unet(x[:n], t.expand(n)), 3 * repeats, device) for n in BATCH_SIZES
+            n: median_time(
+                lambda n=n: unet(x[:n], t.expand(n), class_labels=None if labels is None else labels[:n]),
+                3 * repeats,
+                device,
+            )
+            for n in BATCH_SIZES
         }
     context = clip.context[None].to(device)  # (1, P, 3, H, W)
     k = 4
