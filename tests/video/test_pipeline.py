@@ -74,6 +74,8 @@ def test_generation_at_the_context_resolution(pipe, size):
     the UNet's (here 2) is padded for the model and cropped back."""
     out = run_at(pipe, context_uint8(h=size[0], w=size[1]), num_frames=3)
     assert out.frames.shape == (3, *size, 3)
+    assert out.stats.scored_drafts  # the drafts the check scored come back at the output's size too
+    assert {tuple(d.draft.shape) for d in out.stats.scored_drafts} == {(3, *size)}
     for mode in ("target", "draft"):
         assert run_at(pipe, context_uint8(h=size[0], w=size[1]), mode=mode, num_frames=2).frames.shape[1:3] == size
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
-from specvideo.video.pipeline import pad_to_multiple
 from specvideo.bench.measure import roc_auc, spearman
 from specvideo.bench.video.workloads import BenchClip
 from specvideo.video.drafters import FrameDrafter
 from specvideo.video.metrics import similarity, ssim
+from specvideo.video.pipeline import pad_to_multiple
 from specvideo.video.verifier import DiffusionVerifier
 
 
