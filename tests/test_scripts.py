@@ -51,6 +51,7 @@ def test_device_train_video_dry_run_exports_and_summarises(tmp_path):
     assert summary["steps"] == 2 and summary["exported"] is True
     assert "real_sharp_N16" in summary["last_eval"]  # evaluated on the tuning split
     assert (tmp_path / "out" / "video" / "unet" / "diffusion_pytorch_model.safetensors").is_file()
+    assert (tmp_path / "out" / "video" / "samples.png").is_file()  # the dry run's 2-frame grid
     assert json.loads((tmp_path / "out" / "resume" / "resume.json").read_text())["step"] == 2
 
 

@@ -181,6 +181,12 @@ def _add_train_video(kinds) -> None:
         default=0,
         help="t_c the context frames are noised to (a sampler-stage UNet only; chosen on the tuning split)",
     )
+    e.add_argument(
+        "--grid-frames",
+        type=int,
+        default=d.grid_frames,
+        help="frames of each rollout in samples.png (0: write no samples.png)",
+    )
     e.set_defaults(run=_run_train_video, stage="export")
 
 
@@ -255,7 +261,10 @@ def _run_train_video(args: argparse.Namespace) -> int:
 
     cfg = replace(video.VideoTrainConfig(), work=args.work)
     if args.stage == "export":
-        out = video.export(replace(cfg, out=args.out), args.drafter, args.context_noise_level, args.sampler)
+        if args.grid_frames < 0:
+            raise ValueError(f"--grid-frames must be >= 0, got {args.grid_frames}")
+        cfg = replace(cfg, out=args.out, grid_frames=args.grid_frames)
+        out = video.export(cfg, args.drafter, args.context_noise_level, args.sampler)
         print(f"wrote {out}")
         return 0
     fields = STAGE_FIELDS[args.stage]

@@ -401,7 +401,7 @@ def export(
     """Assemble models/video from the stages' outputs (the latest verifier stage that ran: sampler,
     rollout, else residual, else hint, else verifier): fp16 weights, default drafter ``drafter``, the
     sampler ("ddim" or "ddpm"), the context noise level of a sampler-stage UNet, and samples.png
-    (held-out examples with the pipeline's current defaults)."""
+    (held-out examples with the pipeline's current defaults; none when ``cfg.grid_frames`` is 0)."""
     from specvideo.video.pipeline import SpeculativeVideoPipeline
     from specvideo.video.verifier import make_scheduler
 
@@ -423,6 +423,8 @@ def export(
     pipe = SpeculativeVideoPipeline(verifier, LearnedDrafter(predictor) if predictor else None)
     pipe.save_pretrained(cfg.out, default_drafter=drafter)
     (Path(cfg.out) / "training_config.json").write_text(json.dumps(asdict(cfg), indent=2))
+    if cfg.grid_frames == 0:
+        return Path(cfg.out)
     from specvideo.training.video_samples import sample_grid
 
     sample_grid(
