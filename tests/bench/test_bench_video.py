@@ -539,3 +539,15 @@ def test_in_place_aggregation_arithmetic():
     with pytest.raises(ValueError, match="one value per scored draft"):
         _in_place([clip([0.1, 0.2], [0.5, 0.6], [0.7])])
     assert _in_place([clip([0.1], [0.5], [])]) == (None, None, None)
+
+
+def test_a_truncated_clip_file_is_benchmarked_on_what_decodes(tmp_path, capsys):
+    from specvideo.bench.video.workloads import _read_clip
+
+    whole = tmp_path / "whole.mp4"
+    write_video(np.random.default_rng(0).integers(0, 256, (12, 24, 32, 3), dtype=np.uint8), whole, fps=8)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(whole.read_bytes()[: int(whole.stat().st_size * 0.99)])  # the last frames are gone
+    clip = _read_clip(str(cut), max_side=128)
+    assert clip.name == "cut.mp4" and 1 <= len(clip.frames) < 12
+    assert "of the 12 frames its metadata lists decode" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from specvideo.video.data import HELDOUT_SEEDS, moving_shapes
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import laplacian_energy, sharpness_ratio
 from specvideo.video.real import evaluation_frames
-from specvideo.video.realism import KIDConfig, kid, kid_features, warp_error
+from specvideo.video.realism import KIDConfig, kid, kid_features, standardise, warp_error
 
 FAST = KIDConfig(max_patches=2048, subsets=10, subset_size=500)
 
@@ -66,3 +66,14 @@ def test_sharpness_falls_with_blur():
     assert sharpness_ratio(x, x) == pytest.approx(1.0)
     assert sharpness_ratio(blurred, x) < 0.6
     assert laplacian_energy(x).shape == (len(x),)
+
+
+def test_a_feature_the_reference_barely_uses_cannot_blow_kid_up():
+    g = torch.Generator().manual_seed(0)
+    y = torch.randn(500, 8, generator=g)
+    y[:, 3] = 1e-8 * torch.randn(500, generator=g)  # a ReLU a static reference (almost) never fires
+    x = torch.randn(500, 8, generator=g)
+    x[:, 3] = 0.01
+    xs, ys = standardise(x, y, std_floor=0.1)
+    assert xs[:, 3].abs().max() < 0.2  # 0.01 over a floored spread of ~0.1, not over 1e-8
+    assert torch.allclose(xs[:, 0], (x[:, 0] - y[:, 0].mean()) / y[:, 0].std())  # others untouched

@@ -10,6 +10,7 @@ and taken round-robin over the clips.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,10 +19,19 @@ import torch
 
 from specvideo.bench.video.config import BenchVideoConfig
 from specvideo.video.data import HELDOUT_SEEDS, TUNING_SEEDS, heldout_synthetic
-from specvideo.video.io import frames_to_tensor, read_video
+from specvideo.video.io import frames_to_tensor, read_video, short_warning
 from specvideo.video.real import RealVideo, load_real_videos
 
 SPLIT_SEEDS = {"tuning": TUNING_SEEDS, "heldout": HELDOUT_SEEDS}
+
+
+def _read_clip(path: str, max_side: int) -> RealVideo:
+    """A --clips file, whole. A damaged file is benchmarked on the frames that decode, with the CLI's
+    warning (OpenCV's own tree.avi lists more frames than it holds)."""
+    clip = read_video(path, max_side=max_side, strict=False)
+    if warning := short_warning(path, clip):
+        print(warning.replace("continuing from the last", "benchmarking the"), file=sys.stderr)
+    return RealVideo(Path(path).name, clip.frames)
 
 
 @dataclass
@@ -35,9 +45,7 @@ def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip
     """{"synthetic": ..., "real": ...} from the config's split, or {"clips": ...} from config.clips."""
     total = P + config.num_frames
     if config.clips:
-        videos = [
-            RealVideo(Path(p).name, read_video(p, max_side=config.max_side).frames) for p in config.clips
-        ]
+        videos = [_read_clip(p, config.max_side) for p in config.clips]
         for v in videos:
             if len(v.frames) < total:
                 raise ValueError(
