@@ -55,6 +55,10 @@ def add(kinds) -> None:
     t.add_argument("--temperatures", metavar="LIST", type=floats, default=d.temperatures, help="0 = greedy")
     t.add_argument("--top-p", type=float, default=d.top_p, help="top-p when sampling (both sides)")
     t.add_argument("--repeats", type=int, default=d.repeats, help="runs of every prompt per method")
+    t.add_argument("--decode-forwards", type=int, default=d.decode_forwards,
+                   help="forwards timed per entry of the decode-cost table")
+    t.add_argument("--decode-repeats", type=int, default=d.decode_repeats,
+                   help="repeats of the decode-cost table (its median)")
     add_seed_and_device(t, d.seed, d.device)
     add_report(t, d.report, "Text")
     t.set_defaults(run=run)
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         verifiers=args.verifiers,
         temperatures=args.temperatures, top_p=args.top_p, methods=args.methods,
         sampled_methods=args.sampled_methods, repeats=args.repeats, seed=args.seed, device=args.device,
-        report=args.report,
+        decode_forwards=args.decode_forwards, decode_repeats=args.decode_repeats, report=args.report,
     )
     results = run_benchmark(config, progress=True)
     command = shlex.join(reproducing_argv(config))
@@ -107,4 +111,5 @@ def reproducing_argv(config) -> list[str]:
     argv += ["--verifiers", join(config.verifiers)]
     argv += ["--temperatures", join(f"{t:g}" for t in config.temperatures), "--top-p", f"{config.top_p:g}"]
     argv += ["--repeats", str(config.repeats), "--seed", str(config.seed), "--device", config.device]
+    argv += ["--decode-forwards", str(config.decode_forwards), "--decode-repeats", str(config.decode_repeats)]
     return argv

@@ -38,6 +38,13 @@ def add(commands) -> None:
         default=4,
         help="greedy requests that arrive together share a batch of this many",
     )
+    p.add_argument(
+        "--packed",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="transformers-run models on oneDNN pre-packed weights (auto: float32 on a CPU; "
+        "Qwen2.5-Coder-1.5B 1.46x faster per token, docs/BENCHMARKS.md)",
+    )
     add_seed_and_device(p, 0, None)
     p.set_defaults(run=run)
 
@@ -48,7 +55,7 @@ def load(args: argparse.Namespace):
     from specvideo.text.models import resolve_model
 
     choice = resolve_model(args.model)
-    kwargs = {"device": args.device}
+    kwargs = {"device": args.device, "packed": {"auto": "auto", "on": True, "off": False}[args.packed]}
     if args.drafter:
         kwargs["drafter"] = args.drafter
     draft = None if args.ngram else args.draft or choice.draft

@@ -7,6 +7,7 @@ different lengths, each row accepting its own number of tokens per round.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from specvideo.paths import shipped
 from specvideo.text.config import DRAFTERS, LEAN_DRAFTERS, TEXT_DEFAULTS
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
 from specvideo.text.lean import LeanLlama
+from specvideo.text.packing import packed_linears
 from specvideo.text.prompts import EncodedPrompt, encode_prompt
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.shared_draft import is_shared_draft, load_shared_draft
@@ -63,9 +65,11 @@ class Run:
     schedule: Any
     stats: SpecStats
     prompt: EncodedPrompt
+    packing: Any = contextlib.nullcontext  # () -> the context the models' forwards run in
 
     def steps(self) -> Iterator[Step]:
-        return speculate(self.drafter, self.verifier, self.accept, self.schedule, self.stats)
+        with self.packing():
+            yield from speculate(self.drafter, self.verifier, self.accept, self.schedule, self.stats)
 
 
 class SpeculativeGenerator:
@@ -82,6 +86,11 @@ class SpeculativeGenerator:
     draft_vocab: token ids the lean (or hybrid) drafter may propose (FR-Spec,
     ``specvideo.text.vocab``); None for the whole vocabulary. ``from_pretrained`` takes the
     ``draft_vocab_size`` most frequent tokens from the ranking saved beside the draft.
+
+    packed: run the target's (and a transformers-run draft's) linear layers on oneDNN pre-packed
+    weights (``specvideo.text.packing``; float32 on a CPU; as much memory again as the weights): on
+    Qwen2.5-Coder-1.5B a 1-token forward 411 -> 281 ms, a 4-token check 880 -> 495 ms; "auto":
+    wherever that applies.
     """
 
     def __init__(
@@ -98,6 +107,7 @@ class SpeculativeGenerator:
         draft_vocab: torch.Tensor | list[int] | None = None,
         draft_tokenizer=None,
         lean_target: bool | LeanLlama = False,
+        packed: bool | str = False,
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
@@ -126,6 +136,12 @@ class SpeculativeGenerator:
         self._lean_target = (
             lean_target if isinstance(lean_target, LeanLlama) else LeanLlama(self.target) if lean_target else None
         )  # a LeanLlama already built over this target is reused (the app builds one per process)
+        # the models transformers runs, on pre-packed weights (LeanLlama runners pack their own)
+        pairs = ((self.target, self._lean_target), (self.draft, self._lean))
+        run_by_hf = [m for m, lean in pairs if m is not None and lean is None]
+        if packed == "auto":  # where it applies: float32 weights on a CPU with oneDNN
+            packed = self.device.type == "cpu" and target.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+        self._packings = [packed_linears(m) for m in run_by_hf] if packed else []
         self.drafter_name = drafter
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
@@ -244,8 +260,9 @@ class SpeculativeGenerator:
         runner = self._lean_target if self._lean_target is not None else self.target
         verifier = TargetVerifier(runner, sampling, max_new_tokens, self._stop_ids(stop))
         drafter = self._make_drafter(sampling, generator)
-        for part in (verifier, drafter):
-            part.start(encoded.input_ids, encoded.attention_mask)
+        with self._packed():
+            for part in (verifier, drafter):
+                part.start(encoded.input_ids, encoded.attention_mask)
         verifier.followers.append(drafter)  # finished rows leave the drafter's cache too
         kwargs = {"threshold": self.confidence_threshold} if self.schedule_name == "confidence" else {}
         return Run(
@@ -255,7 +272,15 @@ class SpeculativeGenerator:
             schedule=make_schedule(self.schedule_name, self.num_draft_tokens, **kwargs),
             stats=SpecStats(),
             prompt=encoded,
+            packing=self._packed,
         )
+
+    def _packed(self) -> contextlib.ExitStack:
+        """The context the models' forwards run in: their pre-packed weights when ``packed``."""
+        stack = contextlib.ExitStack()
+        for packing in self._packings:
+            stack.enter_context(packing)
+        return stack
 
     def _make_drafter(self, sampling: SamplingConfig, generator: torch.Generator | None):
         if self.drafter_name == "model":

@@ -491,4 +491,4 @@ def test_packed_verifier_rows_are_exact_and_in_the_decode_cost_table(dirs):
     target, draft = (AutoModelForCausalLM.from_pretrained(dirs / d).eval() for d in ("target", "draft"))
     decode = decode_costs(target, draft, torch.tensor([[5, 6, 7]]), tokens=2, repeats=1)
     assert {"target@4", "target_lean@4", "target_packed@4"} <= set(decode)
-    assert "LeanLlama, oneDNN pre-packed" in decode_table(decode)
+    assert "oneDNN pre-packed weights" in decode_table(decode)

@@ -82,6 +82,9 @@ class BenchTextConfig:
     methods: tuple[str, ...] = FAMILIES
     sampled_methods: tuple[str, ...] = ("hf-target", "ours-draft", "ours-ngram")  # the families also run at T > 0
     repeats: int = 3  # medians over repeats with their spread
+    # the decode-cost table: forwards timed per entry and repeats (a 1.5B target: fewer, ~1 s each)
+    decode_forwards: int = 32
+    decode_repeats: int = 5
     seed: int = 0
     device: str = "cpu"
     report: str = "docs/BENCHMARKS.md"
@@ -98,6 +101,8 @@ class BenchTextConfig:
         if self.pair is not None and (self.pair != "qwen-coder" or self.target is not None):
             raise ValueError(f"pair must be 'qwen-coder' and excludes a target directory, got pair={self.pair!r}")
         check_positive_int("repeats", self.repeats)
+        check_positive_int("decode_forwards", self.decode_forwards)
+        check_positive_int("decode_repeats", self.decode_repeats)
         _choose("split", (self.split,), SPLITS, allow_empty=False)
         _choose("workload", self.workloads, WORKLOADS, allow_empty=False)
         _choose("method", self.methods, FAMILIES, allow_empty=False)

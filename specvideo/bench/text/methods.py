@@ -67,14 +67,21 @@ def build_methods(
         for v in ("lean", "packed")
         if v in config.verifiers and llama
     }
-    verifiers = [(v, runners.get(v, False)) for v in config.verifiers if v == "transformers" or v in runners]
+    # packed on another model (Qwen2): transformers' own forwards of the target and the draft on
+    # pre-packed linear weights (SpeculativeGenerator(packed=True))
+    verifiers = [
+        (v, runners.get(v, False))
+        for v in config.verifiers
+        if v == "transformers" or v in runners or (v == "packed" and not llama)
+    ]
     verifiers = verifiers or [("transformers", False)]  # lean verifiers alone on a non-Llama target
 
     def ours(name: str, family: str, row: tuple, **kwargs) -> list[Method]:
         """One Method per verifier; row = (drafter label, schedule, k) for the table."""
         out = []
         for verifier, lean_target in verifiers:
-            gen = SpeculativeGenerator(target, tokenizer, lean_target=lean_target, **kwargs)
+            packed = verifier == "packed" and not llama
+            gen = SpeculativeGenerator(target, tokenizer, lean_target=lean_target, packed=packed, **kwargs)
             suffix = "" if verifier == "transformers" else f"+{verifier}"
             out.append(Method(name + suffix, family, _ours_runner(gen, n, top_p), *row))
         return out
@@ -159,18 +166,22 @@ def _hf_runner(target, n: int, top_p: float, pad: int) -> Callable:
 def _ours_runner(gen, n: int, top_p: float) -> Callable:
     def run(ids: torch.Tensor, temperature: float, seed: int):
         generator = torch.Generator(device=ids.device).manual_seed(seed)
-        out = gen.generate(
+        return _generate(gen, ids, n, top_p, temperature, generator)
+
+    return run
+
+
+def _generate(gen, ids, n, top_p, temperature, generator):
+    out = gen.generate(
             ids[0].tolist(),
             max_new_tokens=n,
             temperature=temperature,
             top_k=None,
             top_p=top_p if temperature > 0 else None,
             generator=generator,
-            stop=None,
-        )
-        return out.token_ids, out.stats
-
-    return run
+        stop=None,
+    )
+    return out.token_ids, out.stats
 
 
 def _assistant_setter(draft, k: int, schedule: str) -> Callable[[], None]:

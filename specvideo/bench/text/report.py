@@ -65,7 +65,7 @@ def decode_table(decode: dict | None) -> str:
         if name == "target" or name.endswith("_over_target"):
             continue
         if name.startswith("target"):
-            runner = {"target_lean": "LeanLlama", "target_packed": "LeanLlama, oneDNN pre-packed"}.get(
+            runner = {"target_lean": "LeanLlama", "target_packed": "oneDNN pre-packed weights"}.get(
                 name.split("@")[0], "transformers"
             )
             label = f"target ({runner}), {name.split('@')[1]} tokens at once"
@@ -166,7 +166,8 @@ def text_section(results: BenchResults, command: str, plot_link: str) -> str:
                      + ", ".join(f"{k}={v}" for k, v in s["hf_assisted"].items()) + ".")
     lines = [*command_block(SECTIONS[split], command), *notes, ""]
     if s.get("decode_ms"):
-        lines += ["Decode cost (batch 1, one forward over the cache after the first prompt, median of 5 × 32):", "",
+        times = f"{s.get('decode_repeats', 5)} × {s.get('decode_forwards', 32)}"
+        lines += [f"Decode cost (batch 1, one forward over the cache after the first prompt, median of {times}):", "",
                   decode_table(s["decode_ms"]), ""]
     lines += [to_markdown(results).rstrip(), ""]
     if split == "tuning":

@@ -20,6 +20,7 @@ from specvideo.bench.text.config import BENCH_TEXT_DEFAULTS, BenchTextConfig, pa
 from specvideo.bench.text.methods import CallCounter, build_methods
 from specvideo.bench.text.prompts import BenchPrompt, load_prompts_jsonl, workload_prompts
 from specvideo.bench.text.results import BenchResults, aggregate, assistant_settings
+from specvideo.text.packing import packed_linears
 from specvideo.text.state import context_length
 
 
@@ -89,7 +90,9 @@ def run_benchmark(
         for method in _at(methods, config, temperature)
     ]
     settings = {
-        "decode_ms": decode_costs(target, draft, prompt_ids[0], vocabs) if draft is not None else None,
+        "decode_ms": decode_costs(
+            target, draft, prompt_ids[0], vocabs, config.decode_forwards, config.decode_repeats
+        ) if draft is not None else None,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "workloads_run": workloads,
         "num_prompts_run": {w: sum(p.workload == w for p in bench_prompts) for w in workloads},
@@ -220,16 +223,20 @@ def decode_costs(
 ) -> dict[str, float]:
     """Median wall time (ms) of one decode forward after the prompt: the target fed 1, 2, 4 and 8
     tokens at once, by transformers ("target@n") and by LeanLlama ("target_lean@n", Llama targets;
-    "target_packed@n" on oneDNN pre-packed weights), and the draft per token run by transformers and by LeanLlama
+    "target_packed@n" on oneDNN pre-packed weights; other float32 CPU targets: "target_packed@n" is
+    transformers' forward on ``PackedLinears``), and the draft per token run by transformers and by LeanLlama
     (Llama drafts; also "draft_lean@N" per restricted vocabulary). The models take turns within
     each repeat, so a drift in the machine's speed reaches all of them alike."""
     from specvideo.text.lean import LeanLlama
 
     models = {f"target@{n}": (target, n) for n in TARGET_WIDTHS}
+    packing = None
     if getattr(target.config, "model_type", None) == "llama":
         lean_target, packed_target = LeanLlama(target), LeanLlama(target, packed=True)
         models.update({f"target_lean@{n}": (lean_target, n) for n in TARGET_WIDTHS})
         models.update({f"target_packed@{n}": (packed_target, n) for n in TARGET_WIDTHS})
+    elif target.device.type == "cpu" and target.dtype == torch.float32:  # transformers on packed linears
+        packing = packed_linears(target)
     models["draft"] = (draft, 1)
     if getattr(draft.config, "model_type", None) == "llama":
         models["draft_lean"] = (LeanLlama(draft), 1)
@@ -239,6 +246,10 @@ def decode_costs(
     for _ in range(repeats):
         for name, (model, width) in models.items():
             samples[name].append(_forward_ms(model, prompt, width, tokens))
+        if packing is not None:
+            with packing:
+                for n in TARGET_WIDTHS:
+                    samples.setdefault(f"target_packed@{n}", []).append(_forward_ms(target, prompt, n, tokens))
     costs = {name: float(np.median(times)) for name, times in samples.items()}
     costs["target"] = costs["target@1"]
     for name in [n for n in costs if n.startswith("draft")]:
