@@ -5,6 +5,12 @@ de-quantises it to float, which takes seconds to minutes; ``converted_dir`` does
 config, safetensors weights (in ``dtype``) and tokenizer to a temp directory beside the target and
 renames it into place, stamped with the source file's size and mtime so a changed file converts
 again. Later loads read the directory. Nothing is downloaded.
+
+The stored dtype is float32 by default, chosen by measurement on Qwen2.5-Coder-1.5B (this 2-core CPU,
+page cache dropped before each load): float32 stores the de-quantised weights exactly (6.7 GB) and
+loads in 2.1 s (safetensors maps the file); bfloat16 halves the disk (3.4 GB) but rounds the Q4_K
+values (not bit-equal after loading back to float32) and loads in 17.2 s (every tensor converted).
+The conversion takes 3 min 51 s for the pair, 14.4 GB peak memory.
 """
 
 from __future__ import annotations
