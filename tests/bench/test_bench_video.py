@@ -551,3 +551,15 @@ def test_a_truncated_clip_file_is_benchmarked_on_what_decodes(tmp_path, capsys):
     clip = _read_clip(str(cut), max_side=128)
     assert clip.name == "cut.mp4" and 1 <= len(clip.frames) < 12
     assert "of the 12 frames its metadata lists decode" in capsys.readouterr().err
+
+
+def test_bench_kid_floors_the_reference_spread_as_the_measure_does():
+    """The bench pools features and standardises them itself: with a feature the reference barely
+    fires (a still real clip), its KID stays the size of the others (it was 3e17 for flow)."""
+    from specvideo.bench.video.generative import _kid
+
+    g = torch.Generator().manual_seed(0)
+    reference, x = torch.randn(600, 224, generator=g), torch.randn(600, 224, generator=g)
+    reference[:, :8] = 1e-9 * torch.randn(600, 8, generator=g)
+    x[:, :8] = 0.05
+    assert abs(_kid(x, reference)) < 1000

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import torch
 
 from specvideo.video.metrics import laplacian_energy, psnr, ssim
-from specvideo.video.realism import KIDConfig, kid_features, patch_features, warp_error
+from specvideo.video.realism import KIDConfig, kid_features, patch_features, standardise, warp_error
 
 KID = KIDConfig()
 
@@ -133,5 +133,5 @@ def _kid(x: torch.Tensor, reference: torch.Tensor) -> float:
     """KID x 1000, or NaN where a set has fewer than 2 patches (clips too small or too short)."""
     if min(len(x), len(reference)) < 2:
         return math.nan
-    mean, std = reference.mean(0), reference.std(0).clamp(min=1e-6)
-    return 1000 * kid_features((x - mean) / std, (reference - mean) / std, KID)
+    x, reference = standardise(x, reference, KID.std_floor)  # the measure's own (specvideo.video.realism)
+    return 1000 * kid_features(x, reference, KID)
