@@ -63,7 +63,7 @@ class HeuristicSchedule:
     def update(self, draft: Draft, verdict: Verdict, active: torch.Tensor) -> None:
         if draft.k == 0 or not bool(active.any()):
             return
-        all_accepted = bool((verdict.num_accepted[active] >= draft.k).all())
+        all_accepted = bool((verdict.num_accepted[active] >= draft.depth).all())
         self.k = min(self.k + 2, self.k_max) if all_accepted else max(self.k - 1, self.k_min)
 
 

@@ -25,11 +25,14 @@ class Draft:
              e.g. an n-gram lookup without a match); positions >= lengths[b] are padding.
     q:       (B, k, V) draft probabilities the items were sampled from, or None for greedy /
              deterministic drafters.
+    tree:    a token tree (``specvideo.core.tree.TokenTree``, batch 1) when the items are its n
+             nodes rather than a chain; None for a chain.
     """
 
     items: torch.Tensor
     lengths: torch.Tensor
     q: torch.Tensor | None = None
+    tree: Any = None
 
     @property
     def k(self) -> int:
@@ -38,6 +41,11 @@ class Draft:
     @property
     def batch_size(self) -> int:
         return self.items.shape[0]
+
+    @property
+    def depth(self) -> int:
+        """The most items a row can accept: k for a chain, the deepest node's depth for a tree."""
+        return self.k if self.tree is None else self.tree.depth
 
 
 @dataclass
@@ -48,11 +56,14 @@ class Verdict:
     next_item:    (B, ...) correction at the first rejection, or the bonus item when all passed;
                   None when the correction is produced later by ``verifier.correct`` (video).
     scores:       (B, k) per-item acceptance scores (similarity for video), if any.
+    path:         for a tree draft, the accepted nodes (indices, from the root down); its length
+                  is num_accepted[0].
     """
 
     num_accepted: torch.Tensor
     next_item: torch.Tensor | None = None
     scores: torch.Tensor | None = None
+    path: list[int] | None = None
 
 
 @dataclass
@@ -120,14 +131,16 @@ class SpecStats:
     def record(self, draft: Draft, verdict: Verdict, active: torch.Tensor, emitted: list[list[Any]]) -> None:
         """Add one round: only rows that were active count."""
         self.rounds += 1
-        lengths = draft.lengths[active].tolist()
+        # a tree counts as the chain of its depth: positions are depths, drafted is what one path
+        # could have accepted (its n nodes cost one forward of n tokens, not n chances)
+        lengths = [draft.depth] * int(active.sum()) if draft.tree is not None else draft.lengths[active].tolist()
         accepted = verdict.num_accepted[active].tolist()
         self.drafted += sum(lengths)
         self.accepted += sum(accepted)
         self.emitted += sum(len(e) for e, a in zip(emitted, active.tolist()) if a)
-        _grow(self.accepted_length_hist, draft.k + 1)
-        _grow(self.position_drafted, draft.k)
-        _grow(self.position_accepted, draft.k)
+        _grow(self.accepted_length_hist, draft.depth + 1)
+        _grow(self.position_drafted, draft.depth)
+        _grow(self.position_accepted, draft.depth)
         for n_draft, n_acc in zip(lengths, accepted):
             self.accepted_length_hist[n_acc] += 1
             for i in range(n_draft):

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DRAFTERS = ("model", "lean", "hybrid", "ngram", "none")
-LEAN_DRAFTERS = ("lean", "hybrid")  # the drafters that run the draft with LeanLlama (and draft_vocab)
+DRAFTERS = ("model", "lean", "hybrid", "tree", "ngram", "ngram-tree", "none")
+# the drafters that run the draft with LeanLlama (and draft_vocab); tree: the lean draft's chain
+# with its runner-up tokens beside it, verified as one token tree (batch 1)
+LEAN_DRAFTERS = ("lean", "hybrid", "tree")
 MODEL_DRAFTERS = ("model", *LEAN_DRAFTERS)  # the drafters that run a draft model
+TREE_DRAFTERS = ("tree", "ngram-tree")  # one prompt at a time
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,11 @@ class TextConfig:
     # chosen on train-split prompts (models/text/README.md), 1-token matches cost sampled speed
     hybrid_min_ngram: int = 2
     confidence_threshold: float = 0.4
+    # ngram-tree drafter: continuations of up to this many earlier occurrences, merged into a tree
+    # of at most tree_nodes nodes (batch 1)
+    tree_branches: int = 4
+    tree_nodes: int = 12
+    tree_width: int = 1  # tree drafter: runner-up tokens beside the chain's at each depth
     draft_vocab_size: int = 2048  # lean and hybrid drafters: the most frequent tokens they propose (0 = all)
     seed: int = 0
 

@@ -8,7 +8,6 @@ different lengths, each row accepting its own number of tokens per round.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,23 +15,24 @@ from typing import Any
 
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import PreTrainedModel
 
 from specvideo.core.acceptance import greedy_match, rejection_sample
 from specvideo.core.loop import speculate
 from specvideo.core.schedule import make_schedule
+from specvideo.core.tree import tree_verdict
 from specvideo.core.types import Draft, SpecStats, Step
-from specvideo.errors import first_line
 from specvideo.paths import shipped
 from specvideo.text.config import DRAFTERS, LEAN_DRAFTERS, TEXT_DEFAULTS
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
 from specvideo.text.lean import LeanLlama
+from specvideo.text.loading import check_vocab, load_causal_lm, load_draft, load_tokenizer
 from specvideo.text.packing import packed_linears
 from specvideo.text.prompts import EncodedPrompt, encode_prompt
 from specvideo.text.sampling import SamplingConfig
-from specvideo.text.shared_draft import is_shared_draft, load_shared_draft
 from specvideo.text.smollm import smollm2_dir
 from specvideo.text.state import context_length
+from specvideo.text.tree_drafters import ModelTreeDrafter, NGramTreeDrafter
 from specvideo.text.verifier import TargetVerifier
 from specvideo.text.vocab import ranked_vocabulary
 
@@ -77,7 +77,10 @@ class SpeculativeGenerator:
 
     drafter: "model" (a small causal LM passed as ``draft``), "lean" (the same Llama draft run by
     ``LeanLlama``, much less per-call overhead on CPU), "hybrid" (prompt lookup when the context's
-    last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no model) or "none"
+    last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no model),
+    "tree" (the lean draft's chain with ``tree_width`` runner-up tokens beside it at each depth,
+    verified as one token tree; batch 1), "ngram-tree" (prompt lookup over several earlier
+    occurrences as one tree; ``tree_branches`` continuations, at most ``tree_nodes`` nodes) or "none"
     (plain target-only decoding through the same loop, the baseline).
 
     lean_target: run the target's forwards with ``LeanLlama`` as well (Llama targets): on CPU a
@@ -108,6 +111,9 @@ class SpeculativeGenerator:
         draft_tokenizer=None,
         lean_target: bool | LeanLlama = False,
         packed: bool | str = False,
+        tree_branches: int = D.tree_branches,
+        tree_nodes: int = D.tree_nodes,
+        tree_width: int = D.tree_width,
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
@@ -120,7 +126,7 @@ class SpeculativeGenerator:
         self.target = target.to(self.device).eval()
         self.draft = draft.to(self.device).eval() if draft is not None else None
         if self.draft is not None:
-            _check_vocab(self.target, self.draft, tokenizer, draft_tokenizer)
+            check_vocab(self.target, self.draft, tokenizer, draft_tokenizer)
         self.tokenizer = tokenizer
         if draft_vocab is not None and drafter not in LEAN_DRAFTERS:
             raise ValueError(f"draft_vocab applies to the lean and hybrid drafters, not drafter={drafter!r}")
@@ -147,6 +153,9 @@ class SpeculativeGenerator:
         self.schedule_name = schedule
         self.max_ngram = max_ngram
         self.confidence_threshold = confidence_threshold
+        self.tree_branches, self.tree_nodes, self.tree_width = tree_branches, tree_nodes, tree_width
+        if drafter == "ngram-tree":
+            NGramTreeDrafter(max_ngram, branches=tree_branches, max_nodes=tree_nodes)  # validates them
 
     @classmethod
     def from_pretrained(
@@ -176,12 +185,12 @@ class SpeculativeGenerator:
         with tqdm(total=3, desc=f"loading {Path(target_path).name}", unit="part", disable=not default, leave=False) as bar:
             target = load_causal_lm(target_path, dtype)
             bar.update()
-            tokenizer = kwargs.pop("tokenizer", None) or _load_tokenizer(target_path)
+            tokenizer = kwargs.pop("tokenizer", None) or load_tokenizer(target_path)
             bar.update()
             draft = load_draft(draft_path, target, dtype) if draft_path else None
             bar.update()
         if draft is not None and draft.config.vocab_size != target.config.vocab_size:
-            kwargs.setdefault("draft_tokenizer", _load_tokenizer(draft_path))
+            kwargs.setdefault("draft_tokenizer", load_tokenizer(draft_path))
         kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
         if kwargs["drafter"] in LEAN_DRAFTERS and draft is not None and "draft_vocab" not in kwargs:
             kwargs["draft_vocab"] = ranked_vocabulary(draft_path, draft_vocab_size, draft.config.vocab_size)
@@ -255,7 +264,7 @@ class SpeculativeGenerator:
             prompt, self.tokenizer, self.target.config.vocab_size, self.device, attention_mask
         )
         _check_context(encoded.max_length, max_new_tokens, context_length(self.target))
-        if self.draft is not None and self.drafter_name != "ngram":  # drafts never run past the target's room
+        if self.draft is not None and self.drafter_name not in ("ngram", "ngram-tree"):  # drafts never run past the target's room
             _check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
         runner = self._lean_target if self._lean_target is not None else self.target
         verifier = TargetVerifier(runner, sampling, max_new_tokens, self._stop_ids(stop))
@@ -289,11 +298,15 @@ class SpeculativeGenerator:
         V = self.target.config.vocab_size
         if self.drafter_name == "lean":
             return ModelDrafter(runner, sampling, generator, V)
+        if self.drafter_name == "tree":
+            return ModelTreeDrafter(ModelDrafter(runner, sampling, generator, V), self.tree_width)
         if self.drafter_name == "hybrid":
             lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
             return HybridDrafter(ModelDrafter(runner, sampling, generator, V), lookup)
         if self.drafter_name == "ngram":
             return NGramDrafter(self.max_ngram)
+        if self.drafter_name == "ngram-tree":
+            return NGramTreeDrafter(self.max_ngram, branches=self.tree_branches, max_nodes=self.tree_nodes)
         return NullDrafter()
 
     def _stop_ids(self, stop) -> frozenset[int]:
@@ -324,32 +337,14 @@ class SpeculativeGenerator:
 
 
 def _accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
-    if sampling.greedy:
-        return lambda draft, target_tokens: greedy_match(target_tokens, draft.items, draft.lengths)
-
-    def accept(draft: Draft, p: torch.Tensor):
-        return rejection_sample(p, draft.q, draft.items, draft.lengths, generator)
+    def accept(draft: Draft, evidence: torch.Tensor):
+        if draft.tree is not None:  # a token tree: walk it (specvideo.core.tree)
+            return tree_verdict(draft, evidence, generator)
+        if sampling.greedy:
+            return greedy_match(evidence, draft.items, draft.lengths)
+        return rejection_sample(evidence, draft.q, draft.items, draft.lengths, generator)
 
     return accept
-
-
-def _check_vocab(
-    target: PreTrainedModel, draft: PreTrainedModel, tokenizer=None, draft_tokenizer=None
-) -> None:
-    """One tokenizer for both. Sizes may differ by padding (the embedding rows past the tokenizer's
-    last id): accepted when the tokenizer is known, fits both sizes, and the draft's tokenizer (if
-    known) has the same vocabulary."""
-    t, d = target.config.vocab_size, draft.config.vocab_size
-    if t == d:
-        return
-    padded = tokenizer is not None and len(tokenizer) <= min(t, d)
-    if padded and draft_tokenizer is not None:
-        padded = draft_tokenizer.get_vocab() == tokenizer.get_vocab()
-    if not padded:
-        raise ValueError(
-            f"draft vocabulary size {d} does not match the target's vocabulary size {t}: "
-            "draft and target must share one tokenizer (sizes may differ only by padding past it)"
-        )
 
 
 def _check_context(prompt_length: int, max_new_tokens: int, context: int, model: str = "target") -> None:
@@ -359,43 +354,3 @@ def _check_context(prompt_length: int, max_new_tokens: int, context: int, model:
             f"prompt of {prompt_length} tokens + max_new_tokens={max_new_tokens} = "
             f"{prompt_length + max_new_tokens} exceeds the {model}'s context length of {context} tokens"
         )
-
-
-def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
-    """Load a causal LM from a local directory (or a Hub id already in the local cache); never downloads."""
-    local = os.path.isdir(path)
-    if not local and os.path.exists(path):
-        raise ValueError(f"cannot load a causal LM from {path!r}: it is a file, not a model directory")
-    if not local and (os.path.isabs(path) or path.startswith(".") or path.count("/") > 1):
-        raise ValueError(f"cannot load a causal LM from {path!r}: no such model directory")
-    try:
-        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
-    except Exception as err:  # transformers raises OSError, ValueError, safetensors errors, ...
-        where = "model directory" if local else "model directory or cached Hub model"
-        reason = first_line(err)
-        if "ignore_mismatched_sizes" in reason:  # transformers points at a report it logged
-            reason = "the weights' shapes do not match config.json (a wrong or edited config?)"
-        raise ValueError(f"cannot load a causal LM from {where} {path!r}: {reason}") from err
-
-
-def load_draft(path: str, target: PreTrainedModel, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
-    """A draft directory: a full causal LM, or layers that share the target's embeddings."""
-    if is_shared_draft(path):
-        try:
-            return load_shared_draft(path, target)
-        except (OSError, KeyError) as err:
-            raise ValueError(f"cannot load the draft in {path!r}: {first_line(err)}") from err
-    return load_causal_lm(path, dtype)
-
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json")
-
-
-def _load_tokenizer(path: str):
-    """The tokenizer in ``path``; None when there is none (token-id prompts still work)."""
-    try:
-        return AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except Exception as err:
-        if any(os.path.isfile(os.path.join(path, name)) for name in TOKENIZER_FILES):
-            raise ValueError(f"cannot load the tokenizer in {path!r}: {first_line(err)}") from err
-        return None

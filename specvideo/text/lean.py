@@ -138,6 +138,10 @@ class LeanLlama(nn.Module):
     def device(self) -> torch.device:
         return self.lm_head.device
 
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.lm_head.dtype
+
     def make_cache(self, batch_size: int) -> LeanCache:
         return LeanCache(len(self.layers), batch_size, self.kv_heads, self.head_dim, self.lm_head)
 
@@ -151,8 +155,9 @@ class LeanLlama(nn.Module):
         logits_to_keep: int = 0,
         **unused,
     ) -> SimpleNamespace:
-        """input_ids (B, n); attention_mask (B, L + n) over cached + new slots, or None when every
-        slot holds a real token; position_ids (B, n)."""
+        """input_ids (B, n); attention_mask (B, L + n) over cached + new slots, None when every
+        slot holds a real token, or a ready (B, 1, n, L + n) additive float mask (a token tree's);
+        position_ids (B, n)."""
         B, n = input_ids.shape
         start = cache.length
         cache.reserve(n)
@@ -234,6 +239,8 @@ def _attention_mask(
     one token is decoded and every slot is real: it sees them all."""
     if attention_mask is None and n == 1:
         return None
+    if attention_mask is not None and attention_mask.ndim == 4:  # a custom mask (a token tree's): as given
+        return attention_mask
     slots = torch.arange(start + n, device=device)  # (L + n,)
     query = start + torch.arange(n, device=device)  # (n,)
     causal = slots[None, :] <= query[:, None]  # (n, L + n)

@@ -22,6 +22,8 @@ import inspect
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from specvideo.core.tree import TokenTree, tree_attention_mask, tree_depths
+
 
 class CausalLMState:
     """KV cache, validity mask, positions and not-yet-cached tokens of one model over a batch.
@@ -98,6 +100,59 @@ class CausalLMState:
             return logits
         full = logits.new_zeros(self.batch_size, *logits.shape[1:])  # (B, num_logits, V)
         return full.index_copy_(0, self.live, logits)
+
+    @torch.inference_mode()
+    def forward_tree(self, tree: TokenTree) -> torch.Tensor:
+        """Feed the pending tokens (the last of them is the tree's root) then the tree's n nodes in
+        one forward: each node sees the cache, the pending tokens and its own ancestors, at position
+        root + depth. Returns logits (1, n + 1, V) after the root and after each node. Batch 1 with
+        no holes only: a ragged batch's rows would need a tree each (``keep_tree_path`` compacts)."""
+        if self.batch_size != 1 or not self.full or len(self.live) != 1:
+            raise ValueError("token trees are verified one sequence at a time (batch 1): use a chain for batches")
+        w, n = self.pending_width, tree.size
+        L = self.length
+        # (w + n, L + w + n): causal over the cache and the pending block, then the tree's own mask
+        mask = torch.ones(w + n, L + w + n, dtype=torch.bool, device=self.device)
+        mask[:w, L:] = torch.ones(w, w + n, dtype=torch.bool, device=self.device).tril()
+        mask[w:, L + w :] = tree_attention_mask(tree.parents).to(self.device)
+        positions = self.num_tokens[:, None] + torch.cat(
+            [torch.arange(w, device=self.device), w - 1 + tree_depths(tree.parents).to(self.device)]
+        )[None]  # (1, w + n)
+        tokens = torch.cat([self.pending, tree.tokens.to(self.device)[None]], dim=1)  # (1, w + n)
+        additive = torch.zeros(mask.shape, dtype=self.model.dtype, device=self.device).masked_fill(
+            ~mask, torch.finfo(self.model.dtype).min
+        )  # added to the attention scores: transformers' eager and SDPA paths and LeanLlama alike
+        out = self.model(
+            input_ids=tokens,
+            attention_mask=additive[None, None],
+            position_ids=positions.clamp(0, self.max_position),
+            use_cache=True,
+            **{self._kwargs.cache: self.cache},
+            **({"logits_to_keep": n + 1} if self._kwargs.logits_to_keep else {}),
+        )
+        self.mask = torch.ones(1, L + w + n, dtype=torch.bool, device=self.device)
+        self.num_tokens = self.num_tokens + w + n
+        self.pending, self.pending_valid = tokens[:, :0], self.pending_valid[:, :0]
+        self._tree_start = L + w  # the first tree slot
+        return out.logits[:, -(n + 1) :].float()  # (1, n + 1, V)
+
+    def keep_tree_path(self, path: list[int]) -> None:
+        """After ``forward_tree``: keep the cache up to the root and the slots of ``path`` (node
+        indices, root first), in that order; the other nodes' slots go. Keys carry their rotary
+        positions (root + depth), which are the positions the path's tokens have in sequence."""
+        start = self._tree_start
+        order = torch.cat(
+            [torch.arange(start, device=self.device), start + torch.tensor(path, dtype=torch.long, device=self.device)]
+        )[None]  # (1, W)
+        gather = getattr(self.cache, "gather_slots", None)
+        if gather is not None:
+            gather(order)
+        else:
+            for layer in self.cache.layers:  # transformers' DynamicCache: keys, values (1, H, L, D)
+                layer.keys, layer.values = layer.keys[:, :, order[0]], layer.values[:, :, order[0]]
+        self.mask = torch.ones(1, order.shape[1], dtype=torch.bool, device=self.device)
+        self.num_tokens = torch.full_like(self.num_tokens, order.shape[1])
+        self.round_start = min(self.round_start, self.length)
 
     def _live_rows(self, x: torch.Tensor) -> torch.Tensor:
         return x if x.shape[0] == len(self.live) else x[self.live]

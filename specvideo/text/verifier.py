@@ -62,7 +62,10 @@ class TargetVerifier:
     def verify(self, draft: Draft) -> torch.Tensor:
         self.state.mark_round()
         self._width = self.state.pending_width
-        logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
+        if draft.tree is not None:  # n nodes in one forward, each seeing its ancestors only
+            logits = self.state.forward_tree(draft.tree)  # (1, n+1, V)
+        else:
+            logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
         self.calls += 1
         if self.sampling.greedy:
             return logits.argmax(dim=-1)  # (B, k+1)
@@ -72,6 +75,8 @@ class TargetVerifier:
         return verdict  # the correction token was sampled by the acceptance rule
 
     def commit(self, draft: Draft, verdict: Verdict) -> list[list[int]]:
+        if draft.tree is not None:
+            return self._commit_tree(draft, verdict)
         accepted = verdict.num_accepted.tolist()
         items, next_tokens = draft.items.tolist(), verdict.next_item.tolist()
         emitted = []
@@ -84,6 +89,14 @@ class TargetVerifier:
         if bool(done.any()):
             for state in (self.state, *self.followers):
                 state.retire(done)
+        return emitted
+
+    def _commit_tree(self, draft: Draft, verdict: Verdict) -> list[list[int]]:
+        """The accepted path and the next token; the cache keeps the path's slots only."""
+        new = [int(draft.tree.tokens[i]) for i in verdict.path] + [int(verdict.next_item[0])]
+        emitted = [self._emit(0, new) if bool(self.active[0]) else []]
+        self.state.keep_tree_path(verdict.path)
+        self.state.push(verdict.next_item[:, None])
         return emitted
 
     def _emit(self, b: int, new: list[int]) -> list[int]:

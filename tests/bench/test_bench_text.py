@@ -227,8 +227,8 @@ def test_jsonl_loader_reads_prompts_and_missing_file_is_oserror(dirs, tmp_path):
         ({"ks": (0,)}, "k must be an integer >= 1"),
         ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
         ({"temperatures": (-1.0,)}, "temperature must be a finite number >= 0"),
-        ({"drafters": ("model@64",)}, "a vocabulary size goes with the lean and hybrid drafters"),
-        ({"drafters": ("lean@0",)}, "as lean@N or hybrid@N with N >= 1"),
+        ({"drafters": ("model@64",)}, "a vocabulary size goes with the lean, hybrid and tree drafters"),
+        ({"drafters": ("lean@0",)}, "as lean@N, hybrid@N or tree@N with N >= 1"),
         ({"ngram_ks": (0,)}, "k must be an integer >= 1"),
     ],
 )
@@ -361,7 +361,7 @@ def test_repeats_give_a_spread_and_sampled_methods_narrow_t_above_0(dirs):
 
 def test_chat_prompts_go_through_the_chat_template(dirs, tmp_path):
     from specvideo.bench.text.run import encode
-    from specvideo.text.generator import _load_tokenizer
+    from specvideo.text.loading import load_tokenizer as _load_tokenizer
 
     path = tmp_path / "chat.jsonl"
     path.write_text('{"prompt": "sort this", "chat": true}\n{"prompt": "def f(x):"}\n')
@@ -492,3 +492,12 @@ def test_packed_verifier_rows_are_exact_and_in_the_decode_cost_table(dirs):
     decode = decode_costs(target, draft, torch.tensor([[5, 6, 7]]), tokens=2, repeats=1)
     assert {"target@4", "target_lean@4", "target_packed@4"} <= set(decode)
     assert "oneDNN pre-packed weights" in decode_table(decode)
+
+
+def test_a_named_pair_reports_into_its_own_sections():
+    from specvideo.bench.text.report import section_heading
+
+    assert section_heading({"split": "heldout", "pair": None}) == "## Text"
+    assert section_heading({"split": "tuning"}) == "## Text: tuning split"
+    assert section_heading({"split": "heldout", "pair": "qwen-coder"}) == "## Text, code pair (Qwen2.5-Coder-1.5B)"
+    assert section_heading({"split": "tuning", "pair": "qwen-coder"}) == "## Text, code pair: tuning split"

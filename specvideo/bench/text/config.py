@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from specvideo.text.config import LEAN_DRAFTERS
+
 FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
 SCHEDULES = ("constant", "heuristic", "confidence")
 HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
@@ -31,10 +33,10 @@ def parse_drafter(spec: str) -> tuple[str, int | None]:
     name, at, size = spec.partition("@")
     if not at:
         return name, None
-    if name not in ("lean", "hybrid") or not size.isdigit() or int(size) < 1:
+    if name not in LEAN_DRAFTERS or not size.isdigit() or int(size) < 1:
         raise ValueError(
-            f"drafter {spec!r}: a vocabulary size goes with the lean and hybrid drafters, as lean@N or "
-            "hybrid@N with N >= 1"
+            f"drafter {spec!r}: a vocabulary size goes with the lean, hybrid and tree drafters, as lean@N, "
+            "hybrid@N or tree@N with N >= 1"
         )
     return name, int(size)
 

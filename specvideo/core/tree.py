@@ -1,0 +1,131 @@
+"""Token trees: several draft candidates per depth, verified by the target in one forward.
+
+A tree of n drafted nodes hangs below the *root*, the last committed token (the one whose logits
+predict depth 1). ``parents[i]`` is node i's parent: -1 for the root, else an earlier node (nodes
+are in topological order: a parent comes before its children). The target scores the n nodes in one
+forward in which node i attends to the committed context, the root and its own ancestors only
+(``tree_attention_mask``), at position root + depth (``tree_depths``): SpecInfer (Miao et al. 2024),
+Medusa and EAGLE-2 verify trees this way. A chain of k tokens is the tree parents = (-1, 0, .., k-2).
+
+Acceptance walks down from the root: at each node the target's choice is compared with the node's
+children, and the walk follows the child it accepts.
+
+- Greedy (``greedy_tree_accept``): the child whose token is the target's argmax; the output equals
+  the target's own greedy decoding.
+- Sampling (``sampled_tree_accept``): children are deterministic candidates (the draft's top
+  tokens, lookup continuations), so each is a one-hot proposal; SpecInfer's multi-candidate rule
+  then reads: accept candidate x with probability p(x); on rejection set p(x) = 0, renormalise
+  and try the next candidate; when all are rejected, sample from what is left. Each step is a
+  draw from p (a sequential sample with the candidates looked at first), so the output is
+  distributed exactly as the target's p, whatever the candidates are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specvideo.core.types import Draft, Verdict
+
+
+@dataclass(frozen=True)
+class TokenTree:
+    """tokens: (n,) drafted token ids; parents: (n,) parent node of each (-1 = the root)."""
+
+    tokens: torch.Tensor
+    parents: torch.Tensor
+
+    def __post_init__(self) -> None:
+        n = len(self.tokens)
+        if self.tokens.shape != (n,) or self.parents.shape != (n,):
+            raise ValueError(f"tokens and parents must be (n,) each, got {tuple(self.tokens.shape)} and {tuple(self.parents.shape)}")
+        index = torch.arange(n)
+        if bool(((self.parents < -1) | (self.parents >= index)).any()):
+            raise ValueError("every parent must be -1 (the root) or an earlier node")
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def depth(self) -> int:
+        return int(tree_depths(self.parents).max()) if self.size else 0
+
+    @classmethod
+    def chain(cls, tokens: torch.Tensor) -> TokenTree:
+        return cls(tokens, torch.arange(len(tokens)) - 1)
+
+    def children(self, node: int) -> list[int]:
+        """Node indices whose parent is ``node`` (-1: the root's), in order."""
+        return (self.parents == node).nonzero()[:, 0].tolist()
+
+
+def tree_depths(parents: torch.Tensor) -> torch.Tensor:
+    """(n,) depth of each node: 1 for the root's children."""
+    depth = torch.zeros(len(parents), dtype=torch.long)
+    for i, p in enumerate(parents.tolist()):
+        depth[i] = 1 if p < 0 else depth[p] + 1
+    return depth
+
+
+def tree_attention_mask(parents: torch.Tensor) -> torch.Tensor:
+    """(n, n) bool: [i, j] is True when node j is node i or one of its ancestors."""
+    n = len(parents)
+    mask = torch.eye(n, dtype=torch.bool)
+    for i, p in enumerate(parents.tolist()):
+        if p >= 0:
+            mask[i] |= mask[p]
+    return mask
+
+
+def greedy_tree_accept(target_tokens: torch.Tensor, tree: TokenTree) -> tuple[list[int], int]:
+    """target_tokens: (n + 1,) the target's argmax after the root (index 0) and after each node
+    (index i + 1). Returns (the accepted path as node indices, root first, and the next token:
+    the target's argmax at the path's end)."""
+    path, node = [], -1
+    while True:
+        choice = int(target_tokens[node + 1])
+        child = next((c for c in tree.children(node) if int(tree.tokens[c]) == choice), None)
+        if child is None:
+            return path, choice
+        path.append(child)
+        node = child
+
+
+def sampled_tree_accept(
+    p: torch.Tensor, tree: TokenTree, generator: torch.Generator | None = None
+) -> tuple[list[int], int]:
+    """p: (n + 1, V) the target's (processed) distribution after the root and after each node.
+    Returns (the accepted path, the next token), distributed as sampling from p step by step."""
+    path, node = [], -1
+    while True:
+        probs = p[node + 1].clone()  # (V,)
+        accepted = None
+        for child in tree.children(node):
+            x = int(tree.tokens[child])
+            mass = float(probs[x])
+            if mass <= 0:
+                continue  # already rejected (a duplicate candidate) or impossible under p
+            if float(torch.rand((), generator=generator, device=p.device)) < mass:
+                accepted = child
+                break
+            probs[x] = 0
+            probs = probs / probs.sum()
+        if accepted is None:
+            return path, int(torch.multinomial(probs, 1, generator=generator))
+        path.append(accepted)
+        node = accepted
+
+
+def tree_verdict(draft: Draft, evidence: torch.Tensor, generator: torch.Generator | None = None) -> Verdict:
+    """The Verdict of a tree draft (batch 1): evidence is the target's (1, n + 1) argmax (greedy)
+    or its (1, n + 1, V) distribution (sampling)."""
+    if evidence.ndim == 2:
+        path, nxt = greedy_tree_accept(evidence[0], draft.tree)
+    else:
+        path, nxt = sampled_tree_accept(evidence[0], draft.tree, generator)
+    device = evidence.device
+    return Verdict(
+        num_accepted=torch.tensor([len(path)], device=device), next_item=torch.tensor([nxt], device=device), path=path
+    )
