@@ -4,9 +4,10 @@ streaming) over the speculative text generator, for editors and chat front-ends.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from specvideo.cli.common import UsageError, add_seed_and_device
-from specvideo.text.config import MODEL_DRAFTERS
+from specvideo.text.config import MODEL_DRAFTERS, TREE_DRAFTERS
 
 
 def add(commands) -> None:
@@ -79,7 +80,11 @@ def run(args: argparse.Namespace) -> int:
     if args.max_queue < 1 or args.max_batch < 1:
         raise UsageError("--max-queue and --max-batch must be >= 1")
     gen, name = load(args)
-    engine = Engine(gen, name, max_queue=args.max_queue, max_batch=args.max_batch)
+    max_batch = args.max_batch
+    if gen.drafter_name in TREE_DRAFTERS and max_batch > 1:
+        print(f"--drafter {gen.drafter_name} verifies one request at a time: --max-batch 1", file=sys.stderr)
+        max_batch = 1
+    engine = Engine(gen, name, max_queue=args.max_queue, max_batch=max_batch)
     print(f"serving {name} on http://{args.host}:{args.port}/v1 (OpenAI API)", flush=True)
     uvicorn.run(create_app(engine, args.api_key), host=args.host, port=args.port, log_level="warning")
     return 0

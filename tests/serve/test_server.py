@@ -339,10 +339,12 @@ def test_a_gguf_model_with_fim_tokens_serves_and_fills_the_middle(tmp_path, monk
     monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path / "cache"))
     write_tiny_qwen2_gguf(tmp_path / "coder.gguf")
     args = argparse.Namespace(
-        model=str(tmp_path / "coder.gguf"), draft=None, ngram=False, drafter=None, device=None, name=None
+        model=str(tmp_path / "coder.gguf"), draft=None, ngram=False, drafter=None, device=None, name=None,
+        packed="auto",
     )
     gen, name = load(args)
     assert name == "coder" and gen.drafter_name == "ngram"
+    assert len(gen._packings) == 1  # auto: a float32 transformers target on the CPU runs pre-packed
     s = Server(gen, name=name, api_key=None)
     try:
         served = s.client.completions.create(

@@ -13,6 +13,16 @@ from specvideo.bench.text.results import BenchResults, MethodResult, best_row, c
 
 PLOT_NAMES = {"heldout": "text_speedup_vs_k.png", "tuning": "text_tuning_speedup_vs_k.png"}
 SECTIONS = {"heldout": "## Text", "tuning": "## Text: tuning split"}
+# a named pair reports into sections of its own, beside the default pair's
+PAIR_SECTIONS = {
+    "qwen-coder": {"heldout": "## Text, code pair (Qwen2.5-Coder-1.5B)", "tuning": "## Text, code pair: tuning split"}
+}
+PAIR_PLOTS = {"qwen-coder": "text_code_pair_"}
+
+
+def section_heading(settings: dict) -> str:
+    split = settings.get("split", "heldout")
+    return PAIR_SECTIONS.get(settings.get("pair"), SECTIONS)[split]
 
 
 def _rows(results: BenchResults | Iterable[MethodResult]) -> list[MethodResult]:
@@ -137,10 +147,13 @@ def write_report(results: BenchResults, command: str, path: str | os.PathLike = 
     """Write (or replace) the split's section of the report, and its plot next to it."""
     path = Path(path)
     split = results.settings.get("split", "heldout")
-    plot = plot_speedup_vs_k(results, path.parent / PLOT_NAMES[split])
+    name = PLOT_NAMES[split]
+    if results.settings.get("pair") in PAIR_PLOTS:
+        name = name.replace("text_", PAIR_PLOTS[results.settings["pair"]], 1)
+    plot = plot_speedup_vs_k(results, path.parent / name)
     section = text_section(results, command, os.path.relpath(plot, path.parent))
     old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    atomic_write(path, lambda f: f.write(replace_section(old, SECTIONS[split], section)))
+    atomic_write(path, lambda f: f.write(replace_section(old, section_heading(results.settings), section)))
     return path
 
 
@@ -164,7 +177,7 @@ def text_section(results: BenchResults, command: str, plot_link: str) -> str:
     if s.get("hf_assisted"):
         notes.append("- HF assisted, the draft's generation config otherwise: "
                      + ", ".join(f"{k}={v}" for k, v in s["hf_assisted"].items()) + ".")
-    lines = [*command_block(SECTIONS[split], command), *notes, ""]
+    lines = [*command_block(section_heading(s), command), *notes, ""]
     if s.get("decode_ms"):
         times = f"{s.get('decode_repeats', 5)} × {s.get('decode_forwards', 32)}"
         lines += [f"Decode cost (batch 1, one forward over the cache after the first prompt, median of {times}):", "",
