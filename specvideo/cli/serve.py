@@ -44,7 +44,7 @@ def add(commands) -> None:
         choices=("auto", "on", "off"),
         default="auto",
         help="transformers-run models on oneDNN pre-packed weights (auto: float32 on a CPU; "
-        "Qwen2.5-Coder-1.5B 1.46x faster per token, docs/BENCHMARKS.md)",
+        "Qwen2.5-Coder-1.5B 1.3-1.5x faster per token, docs/BENCHMARKS.md)",
     )
     add_seed_and_device(p, 0, None)
     p.set_defaults(run=run)

@@ -22,7 +22,7 @@ children, and the walk follows the child it accepts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -31,10 +31,12 @@ from specvideo.core.types import Draft, Verdict
 
 @dataclass(frozen=True)
 class TokenTree:
-    """tokens: (n,) drafted token ids; parents: (n,) parent node of each (-1 = the root)."""
+    """tokens: (n,) drafted token ids; parents: (n,) parent node of each (-1 = the root); depths:
+    (n,) each node's depth (derived, 1 for the root's children)."""
 
     tokens: torch.Tensor
     parents: torch.Tensor
+    depths: torch.Tensor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -43,6 +45,7 @@ class TokenTree:
         index = torch.arange(n)
         if bool(((self.parents < -1) | (self.parents >= index)).any()):
             raise ValueError("every parent must be -1 (the root) or an earlier node")
+        object.__setattr__(self, "depths", tree_depths(self.parents))
 
     @property
     def size(self) -> int:
@@ -50,7 +53,7 @@ class TokenTree:
 
     @property
     def depth(self) -> int:
-        return int(tree_depths(self.parents).max()) if self.size else 0
+        return int(self.depths.max()) if self.size else 0
 
     @classmethod
     def chain(cls, tokens: torch.Tensor) -> TokenTree:

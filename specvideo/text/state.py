@@ -22,7 +22,7 @@ import inspect
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
-from specvideo.core.tree import TokenTree, tree_attention_mask, tree_depths
+from specvideo.core.tree import TokenTree, tree_attention_mask
 
 
 class CausalLMState:
@@ -116,7 +116,7 @@ class CausalLMState:
         mask[:w, L:] = torch.ones(w, w + n, dtype=torch.bool, device=self.device).tril()
         mask[w:, L + w :] = tree_attention_mask(tree.parents).to(self.device)
         positions = self.num_tokens[:, None] + torch.cat(
-            [torch.arange(w, device=self.device), w - 1 + tree_depths(tree.parents).to(self.device)]
+            [torch.arange(w, device=self.device), w - 1 + tree.depths.to(self.device)]
         )[None]  # (1, w + n)
         tokens = torch.cat([self.pending, tree.tokens.to(self.device)[None]], dim=1)  # (1, w + n)
         additive = torch.zeros(mask.shape, dtype=self.model.dtype, device=self.device).masked_fill(
@@ -144,15 +144,9 @@ class CausalLMState:
         order = torch.cat(
             [torch.arange(start, device=self.device), start + torch.tensor(path, dtype=torch.long, device=self.device)]
         )[None]  # (1, W)
-        gather = getattr(self.cache, "gather_slots", None)
-        if gather is not None:
-            gather(order)
-        else:
-            for layer in self.cache.layers:  # transformers' DynamicCache: keys, values (1, H, L, D)
-                layer.keys, layer.values = layer.keys[:, :, order[0]], layer.values[:, :, order[0]]
+        self._gather_slots(order)
         self.mask = torch.ones(1, order.shape[1], dtype=torch.bool, device=self.device)
         self.num_tokens = torch.full_like(self.num_tokens, order.shape[1])
-        self.round_start = min(self.round_start, self.length)
 
     def _live_rows(self, x: torch.Tensor) -> torch.Tensor:
         return x if x.shape[0] == len(self.live) else x[self.live]
@@ -205,6 +199,10 @@ class CausalLMState:
         width = int(self.num_tokens.max())
         order = torch.sort(self.mask.long(), dim=1, stable=True).indices[:, -width:]  # (B', W) holes first
         self.mask = torch.gather(self.mask, 1, order)
+        self._gather_slots(order)
+
+    def _gather_slots(self, order: torch.Tensor) -> None:
+        """Row b's cache slots become its slots ``order[b]`` (B', W), in that order."""
         gather = getattr(self.cache, "gather_slots", None)
         if gather is not None:
             gather(order)
@@ -213,7 +211,7 @@ class CausalLMState:
                 index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
                 layer.keys = torch.gather(layer.keys, 2, index)
                 layer.values = torch.gather(layer.values, 2, index)
-        self.round_start = min(self.round_start, self.length)
+        self.round_start = min(self.round_start, order.shape[1])
 
 
 class _Kwargs:

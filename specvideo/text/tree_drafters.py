@@ -129,7 +129,7 @@ class ModelTreeDrafter:
             empty = torch.zeros(1, 0, dtype=torch.long, device=device)
             return Draft(items=empty, lengths=torch.zeros(1, dtype=torch.long, device=device))
         state.mark_round()
-        self._width = state.pending_width
+        self._unseen = state.pending_width
         logits = self.inner._fit(state.forward()[:, -1])[0]  # (V,)
         tokens, parents, chain = [], [], []
         for depth in range(k):
@@ -158,7 +158,7 @@ class ModelTreeDrafter:
         while shared < len(path) and shared < len(self._chain) and path[shared] == self._chain[shared]:
             shared += 1
         # slots written this round: the unseen tokens, then chain tokens 1 .. k-1 (the k-th was not fed)
-        state.rollback(torch.tensor([self._width + min(shared, len(self._chain) - 1)], device=state.device))
+        state.rollback(torch.tensor([self._unseen + min(shared, len(self._chain) - 1)], device=state.device))
         rest = [int(draft.tree.tokens[i]) for i in path[min(shared, len(self._chain) - 1) :]]
         queued = torch.tensor([rest], dtype=torch.long, device=state.device) if rest else None
         if queued is not None:
