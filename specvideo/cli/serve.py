@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from specvideo.cli.common import UsageError, add_seed_and_device
-from specvideo.text.config import MODEL_DRAFTERS, TREE_DRAFTERS
+from specvideo.text.config import MODEL_DRAFTERS, ONE_ROW_DRAFTERS
 
 
 def add(commands) -> None:
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--max-queue and --max-batch must be >= 1")
     gen, name = load(args)
     max_batch = args.max_batch
-    if gen.drafter_name in TREE_DRAFTERS and max_batch > 1:
+    if gen.drafter_name in ONE_ROW_DRAFTERS and max_batch > 1:
         print(f"--drafter {gen.drafter_name} verifies one request at a time: --max-batch 1", file=sys.stderr)
         max_batch = 1
     engine = Engine(gen, name, max_queue=args.max_queue, max_batch=max_batch)

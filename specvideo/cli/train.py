@@ -64,6 +64,56 @@ def _add_train_smollm2(kinds) -> None:
     e.add_argument("--work", default=d.work)
     e.add_argument("--out", default=d.out)
     e.set_defaults(run=_run_smollm2_export)
+    _add_train_head(kinds)
+
+
+def _add_train_head(kinds) -> None:
+    from specvideo.training.head import HeadConfig
+
+    d = HeadConfig()
+    h = kinds.add_parser(
+        "smollm2-head", help="the draft head on SmolLM2's features: cache them from the draft data, then train (resumable)"
+    )
+    h.add_argument("--data", default=d.data, help="the smollm2-draft-data work directory")
+    h.add_argument("--work", default=d.work)
+    h.add_argument("--steps", type=int, default=d.steps)
+    h.add_argument("--max-minutes", type=float, default=d.max_minutes)
+    h.add_argument("--threads", type=int, default=d.threads)
+    h.set_defaults(run=_run_head)
+    e = kinds.add_parser("smollm2-head-export", help="write models/smollm2-head (fp16) from the checkpoint")
+    e.add_argument("--work", default=d.work)
+    e.add_argument("--out", default=d.out)
+    e.set_defaults(run=_run_head_export)
+
+
+def _smollm2_target():
+    from specvideo.text.loading import load_causal_lm
+    from specvideo.text.smollm import smollm2_dir
+
+    return load_causal_lm(str(smollm2_dir())).eval()
+
+
+def _run_head(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.training.head import HeadConfig, compute_features, train
+
+    cfg = replace(
+        HeadConfig(), data=args.data, work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads
+    )
+    target = _smollm2_target()
+    compute_features(cfg, target)
+    print(train(cfg, target))
+    return 0
+
+
+def _run_head_export(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from specvideo.training.head import HeadConfig, export
+
+    print(export(replace(HeadConfig(), work=args.work, out=args.out), _smollm2_target()))
+    return 0
 
 
 def _run_smollm2_data(args: argparse.Namespace) -> int:

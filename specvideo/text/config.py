@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DRAFTERS = ("model", "lean", "hybrid", "tree", "ngram", "ngram-tree", "none")
+# the drafters that run a draft head on the target's features (specvideo.text.head): a chain, an
+# EAGLE-2 tree, and either behind prompt lookup (batch 1)
+HEAD_DRAFTERS = ("head", "head-tree", "head-hybrid", "head-hybrid-tree")
+DRAFTERS = ("model", "lean", "hybrid", "tree", *HEAD_DRAFTERS, "ngram", "ngram-tree", "none")
 # the drafters that run the draft with LeanLlama (and draft_vocab); tree: the lean draft's chain
 # with its runner-up tokens beside it, verified as one token tree (batch 1)
-LEAN_DRAFTERS = ("lean", "hybrid", "tree")
+LEAN_DRAFTERS = ("lean", "hybrid", "tree", *HEAD_DRAFTERS)
 MODEL_DRAFTERS = ("model", *LEAN_DRAFTERS)  # the drafters that run a draft model
-TREE_DRAFTERS = ("tree", "ngram-tree")  # one prompt at a time
+TREE_DRAFTERS = ("tree", "ngram-tree", "head-tree", "head-hybrid-tree")  # propose token trees
+ONE_ROW_DRAFTERS = (*TREE_DRAFTERS, *HEAD_DRAFTERS)  # one prompt at a time
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,8 @@ class TextConfig:
     tree_branches: int = 4
     tree_nodes: int = 12
     tree_width: int = 1  # tree drafter: runner-up tokens beside the chain's at each depth
+    # head-tree drafters (EAGLE-2): nodes expanded per depth, children per expanded node
+    head_tree_width: int = 2
     draft_vocab_size: int = 2048  # lean and hybrid drafters: the most frequent tokens they propose (0 = all)
     seed: int = 0
 

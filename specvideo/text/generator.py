@@ -23,8 +23,10 @@ from specvideo.core.schedule import make_schedule
 from specvideo.core.tree import tree_verdict
 from specvideo.core.types import Draft, SpecStats, Step
 from specvideo.paths import shipped
-from specvideo.text.config import DRAFTERS, LEAN_DRAFTERS, TEXT_DEFAULTS
+from specvideo.text.config import DRAFTERS, HEAD_DRAFTERS, LEAN_DRAFTERS, TEXT_DEFAULTS
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
+from specvideo.text.head import DraftHead
+from specvideo.text.head_drafters import HeadDrafter, HeadTreeDrafter
 from specvideo.text.lean import LeanLlama
 from specvideo.text.loading import check_vocab, load_causal_lm, load_draft, load_tokenizer
 from specvideo.text.packing import packed_linears
@@ -80,8 +82,11 @@ class SpeculativeGenerator:
     last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no model),
     "tree" (the lean draft's chain with ``tree_width`` runner-up tokens beside it at each depth,
     verified as one token tree; batch 1), "ngram-tree" (prompt lookup over several earlier
-    occurrences as one tree; ``tree_branches`` continuations, at most ``tree_nodes`` nodes) or "none"
-    (plain target-only decoding through the same loop, the baseline).
+    occurrences as one tree; ``tree_branches`` continuations, at most ``tree_nodes`` nodes), "head"
+    (a draft head on the target's features, ``specvideo.text.head``, passed as ``draft``),
+    "head-tree" (its EAGLE-2 dynamic tree: ``head_tree_width`` nodes expanded per depth, at most
+    ``tree_nodes`` kept), "head-hybrid" / "head-hybrid-tree" (prompt lookup first, else the head),
+    or "none" (plain target-only decoding through the same loop, the baseline).
 
     lean_target: run the target's forwards with ``LeanLlama`` as well (Llama targets): on CPU a
     verification block costs much less than through transformers (docs/BENCHMARKS.md "Text").
@@ -114,6 +119,7 @@ class SpeculativeGenerator:
         tree_branches: int = D.tree_branches,
         tree_nodes: int = D.tree_nodes,
         tree_width: int = D.tree_width,
+        head_tree_width: int = D.head_tree_width,
     ):
         if drafter not in DRAFTERS:
             raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
@@ -122,6 +128,11 @@ class SpeculativeGenerator:
                 f"drafter={drafter!r} needs a draft model: pass draft=..., or use drafter='ngram'"
             )
         make_schedule(schedule, num_draft_tokens)  # validates k and the schedule name
+        if draft is not None and (drafter in HEAD_DRAFTERS) != isinstance(draft, DraftHead):
+            raise ValueError(
+                f"drafter={drafter!r} does not run "
+                + ("a draft model: the head drafters need a draft head" if drafter in HEAD_DRAFTERS else "a draft head: it drafts only from the target's features, with a head drafter (" + ", ".join(HEAD_DRAFTERS) + ")")
+            )
         self.device = torch.device(device) if device is not None else target.device
         self.target = target.to(self.device).eval()
         self.draft = draft.to(self.device).eval() if draft is not None else None
@@ -133,7 +144,7 @@ class SpeculativeGenerator:
         # built once, reused by every call; a draft of another architecture than Llama falls back to
         # running through transformers (the same tokens, without the lean speed-up or FR-Spec)
         lean_ok = self.draft is not None and getattr(self.draft.config, "model_type", None) == "llama"
-        self._lean = LeanLlama(self.draft, draft_vocab) if drafter in LEAN_DRAFTERS and lean_ok else None
+        self._lean = self._lean_draft(drafter, draft_vocab) if drafter in LEAN_DRAFTERS and lean_ok else None
         self.lean_fallback = drafter in LEAN_DRAFTERS and not lean_ok
         # the target's forward passes run by LeanLlama too (the same weights; logits equal to
         # transformers' up to float rounding, so greedy identity is checked, not assumed)
@@ -154,8 +165,14 @@ class SpeculativeGenerator:
         self.max_ngram = max_ngram
         self.confidence_threshold = confidence_threshold
         self.tree_branches, self.tree_nodes, self.tree_width = tree_branches, tree_nodes, tree_width
+        self.head_tree_width = head_tree_width
         if drafter == "ngram-tree":
             NGramTreeDrafter(max_ngram, branches=tree_branches, max_nodes=tree_nodes)  # validates them
+
+    def _lean_draft(self, drafter: str, vocab) -> LeanLlama:
+        if isinstance(self.draft, DraftHead):  # one layer over [embedding, feature]
+            return LeanLlama(self.draft.llama, vocab, fc=self.draft.fc)
+        return LeanLlama(self.draft, vocab)
 
     @classmethod
     def from_pretrained(
@@ -191,7 +208,9 @@ class SpeculativeGenerator:
             bar.update()
         if draft is not None and draft.config.vocab_size != target.config.vocab_size:
             kwargs.setdefault("draft_tokenizer", load_tokenizer(draft_path))
-        kwargs.setdefault("drafter", "model" if draft is not None else "ngram")
+        kwargs.setdefault(
+            "drafter", "head-hybrid" if isinstance(draft, DraftHead) else "model" if draft is not None else "ngram"
+        )
         if kwargs["drafter"] in LEAN_DRAFTERS and draft is not None and "draft_vocab" not in kwargs:
             kwargs["draft_vocab"] = ranked_vocabulary(draft_path, draft_vocab_size, draft.config.vocab_size)
         return cls(target, tokenizer=tokenizer, draft=draft, **kwargs)
@@ -268,7 +287,7 @@ class SpeculativeGenerator:
             _check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
         runner = self._lean_target if self._lean_target is not None else self.target
         verifier = TargetVerifier(runner, sampling, max_new_tokens, self._stop_ids(stop))
-        drafter = self._make_drafter(sampling, generator)
+        drafter = self._make_drafter(sampling, generator, verifier)
         with self._packed():
             for part in (verifier, drafter):
                 part.start(encoded.input_ids, encoded.attention_mask)
@@ -291,7 +310,7 @@ class SpeculativeGenerator:
             stack.enter_context(packing)
         return stack
 
-    def _make_drafter(self, sampling: SamplingConfig, generator: torch.Generator | None):
+    def _make_drafter(self, sampling: SamplingConfig, generator: torch.Generator | None, verifier=None):
         if self.drafter_name == "model":
             return ModelDrafter(self.draft, sampling, generator, self.target.config.vocab_size)
         runner = self._lean if self._lean is not None else self.draft
@@ -303,11 +322,26 @@ class SpeculativeGenerator:
         if self.drafter_name == "hybrid":
             lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
             return HybridDrafter(ModelDrafter(runner, sampling, generator, V), lookup)
+        if self.drafter_name in HEAD_DRAFTERS:
+            return self._head_drafter(runner, verifier, sampling, generator)
         if self.drafter_name == "ngram":
             return NGramDrafter(self.max_ngram)
         if self.drafter_name == "ngram-tree":
             return NGramTreeDrafter(self.max_ngram, branches=self.tree_branches, max_nodes=self.tree_nodes)
         return NullDrafter()
+
+    def _head_drafter(self, head: LeanLlama, verifier, sampling: SamplingConfig, generator):
+        """The head's chain or tree (reading ``verifier``'s features), behind prompt lookup for the
+        hybrids."""
+        name = self.drafter_name
+        if name.endswith("tree"):
+            drafter = HeadTreeDrafter(head, verifier, sampling, generator, self.head_tree_width, self.tree_nodes)
+        else:
+            drafter = HeadDrafter(head, verifier, sampling, generator)
+        if name.startswith("head-hybrid"):
+            lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
+            return HybridDrafter(drafter, lookup)
+        return drafter
 
     def _stop_ids(self, stop) -> frozenset[int]:
         if stop is None:

@@ -14,6 +14,11 @@ verifying with it is opt-in for that reason.
 
 With ``vocab`` (token ids, see ``specvideo.text.vocab``) only those rows of the output projection
 are computed; the other logits are -inf, so the draft never proposes those tokens (FR-Spec).
+
+Two extras serve the draft head (``specvideo.text.head``): with ``fc`` (the head's input projection)
+each token's input is ``fc([embedding, feature])`` for the ``features`` passed beside the tokens, and
+``output_hidden_states=True`` returns the final-normed hidden state of every fed position (the
+target's features the head reads; the head's own predicted features).
 """
 
 from __future__ import annotations
@@ -75,7 +80,11 @@ class LeanLlama(nn.Module):
     """
 
     def __init__(
-        self, model: PreTrainedModel, vocab: torch.Tensor | list[int] | None = None, packed: bool = False
+        self,
+        model: PreTrainedModel,
+        vocab: torch.Tensor | list[int] | None = None,
+        packed: bool = False,
+        fc: nn.Linear | None = None,
     ):
         super().__init__()
         config = model.config
@@ -96,6 +105,9 @@ class LeanLlama(nn.Module):
             self.vocab = None if vocab is None else check_vocabulary(vocab, self.vocab_size).to(head.device)
             rows = head if self.vocab is None else head[self.vocab]  # (V', d): only the rows it proposes
             self.lm_head = (rows * model.model.norm.weight).contiguous()  # the final norm folded in
+            self.norm_weight = model.model.norm.weight.detach()  # (d,) for the hidden states
+            # a draft head's input projection (2d -> d) over [token embedding, feature]
+            self.fc = None if fc is None else (fc.weight.detach(), None if fc.bias is None else fc.bias.detach())
             self.cos, self.sin = self._rope_tables(model)  # (T, D) each
             self._packed, self._bias = self._pack() if packed else ({}, {})
 
@@ -153,15 +165,21 @@ class LeanLlama(nn.Module):
         position_ids: torch.Tensor,
         cache: LeanCache,
         logits_to_keep: int = 0,
+        features: torch.Tensor | None = None,
+        output_hidden_states: bool = False,
         **unused,
     ) -> SimpleNamespace:
         """input_ids (B, n); attention_mask (B, L + n) over cached + new slots, None when every
         slot holds a real token, or a ready (B, 1, n, L + n) additive float mask (a token tree's);
-        position_ids (B, n)."""
+        position_ids (B, n); features (B, n, d) beside the tokens when the model has ``fc``."""
         B, n = input_ids.shape
         start = cache.length
         cache.reserve(n)
         x = F.embedding(input_ids, self.embed)  # (B, n, d)
+        if self.fc is not None:
+            if features is None or features.shape[:2] != (B, n):
+                raise ValueError(f"a draft head needs a feature beside each of its {n} tokens")
+            x = F.linear(torch.cat([x, features.to(x.dtype)], dim=-1), *self.fc)  # (B, n, d)
         cos, sin = self._rope(position_ids)  # (B, H + 2 H_kv, n, D) each
         mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         for i, layer in enumerate(self.layers):
@@ -169,12 +187,13 @@ class LeanLlama(nn.Module):
             gate, up = self._linear(self._norm(x), layer.gate_up).chunk(2, -1)  # (B, n, I) each
             x = x + self._linear(F.silu(gate) * up, layer.down)  # (B, n, d)
         cache.length = start + n
+        hidden = (self._norm(x) * self.norm_weight,) if output_hidden_states else None  # (B, n, d)
         x = self._norm(x[:, -logits_to_keep:] if logits_to_keep else x)
         logits = self._linear(x, self.lm_head)  # (B, n_keep, V')
         if self.vocab is not None:  # back to the full vocabulary, -inf outside the draft's
             full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))  # (B, n_keep, V)
             logits = full.index_copy_(-1, self.vocab, logits)
-        return SimpleNamespace(logits=logits)  # (B, n_keep, V)
+        return SimpleNamespace(logits=logits, hidden_states=hidden)  # (B, n_keep, V)
 
     def _norm(self, x: torch.Tensor) -> torch.Tensor:
         """RMSNorm without its weight (folded into the next projection)."""

@@ -10,6 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from specvideo.errors import first_line
+from specvideo.text.head import is_draft_head, load_head
 from specvideo.text.shared_draft import is_shared_draft, load_shared_draft
 
 
@@ -50,10 +51,11 @@ def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedM
 
 
 def load_draft(path: str, target: PreTrainedModel, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
-    """A draft directory: a full causal LM, or layers that share the target's embeddings."""
-    if is_shared_draft(path):
+    """A draft directory: a full causal LM, layers that share the target's embeddings, or a draft
+    head on the target's features."""
+    if is_shared_draft(path) or is_draft_head(path):
         try:
-            return load_shared_draft(path, target)
+            return (load_head if is_draft_head(path) else load_shared_draft)(path, target)
         except (OSError, KeyError) as err:
             raise ValueError(f"cannot load the draft in {path!r}: {first_line(err)}") from err
     return load_causal_lm(path, dtype)

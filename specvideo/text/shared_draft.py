@@ -61,7 +61,13 @@ def save_shared_draft(draft: LlamaForCausalLM, out: str | os.PathLike) -> Path:
     }
     config = draft.config.to_dict()
     config[MARKER] = True
-    config["dtype"] = "float16"
+    return write_weights(out, state, config)
+
+
+def write_weights(out: Path, state: dict[str, torch.Tensor], config: dict) -> Path:
+    """model.safetensors (the fp16 ``state``) and config.json into ``out`` by temp dir and rename;
+    files in ``out`` that are not these two (a README, a token ranking) stay."""
+    config = {**config, "dtype": "float16"}
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
         save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})

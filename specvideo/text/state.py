@@ -9,6 +9,11 @@ While every slot and every pending token is real (always for batch 1), the model
 attention mask at all: it is plain causal attention, and transformers skips building one (on this
 project's CPU that saved 3-13 % of the shipped target's single-token step in two measurements).
 
+A draft head (``specvideo.text.head``) reads a feature beside each token: ``push`` and ``forward``
+take them as ``features`` (B, n, d), queued with the tokens. With ``keep_hidden`` set, every
+forward leaves the model's final hidden states of the fed block in ``hidden`` (B, n, d): the
+target's features, which the head drafts from.
+
 Finished rows leave the batch: ``retire`` drops their cache rows, so they cost neither memory nor
 compute. Callers keep speaking in the original rows: tokens go in as (B, n), logits come out as
 (B, n, V) (zeros for retired rows). When holes make up a large part of the cache, ``rollback``
@@ -32,7 +37,13 @@ class CausalLMState:
     attention_mask: (B, T) 1 for real tokens, 0 for padding.
     """
 
-    def __init__(self, model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        features: torch.Tensor | None = None,
+    ):
         self.model = model
         self.device = input_ids.device
         B = input_ids.shape[0]
@@ -44,6 +55,9 @@ class CausalLMState:
         self.num_tokens = torch.zeros(B, dtype=torch.long, device=self.device)  # (B,) real tokens cached
         self.pending = input_ids  # (B, n) fed at the next forward
         self.pending_valid = attention_mask.bool()  # (B, n)
+        self.pending_features = features  # (B, n, d) beside the pending tokens (a draft head's), or None
+        self.keep_hidden = False  # leave each forward's final hidden states in ``hidden``
+        self.hidden: torch.Tensor | None = None  # (B', n, d) of the last forward's fed block
         self.full = bool(self.pending_valid.all())  # no hole anywhere: no attention mask needed
         self.max_position = context_length(model) - 1
         self.round_start = 0
@@ -57,11 +71,18 @@ class CausalLMState:
     def pending_width(self) -> int:
         return self.pending.shape[1]
 
-    def push(self, tokens: torch.Tensor, valid: torch.Tensor | None = None) -> None:
-        """Queue tokens (B, n) for the next forward; the last pushed column must be real in every row."""
+    def push(
+        self, tokens: torch.Tensor, valid: torch.Tensor | None = None, features: torch.Tensor | None = None
+    ) -> None:
+        """Queue tokens (B, n) (and their features (B, n, d)) for the next forward; the last pushed
+        column must be real in every row."""
         if valid is None:
             valid = torch.ones_like(tokens, dtype=torch.bool)
         tokens, valid = self._live_rows(tokens), self._live_rows(valid)
+        if features is not None:
+            features = self._live_rows(features)
+            queued = self.pending_features
+            self.pending_features = features if queued is None else torch.cat([queued, features], dim=1)
         if self.full:
             self.full = bool(valid.all())
         self.pending = torch.cat([self.pending, tokens], dim=1)
@@ -72,10 +93,13 @@ class CausalLMState:
         self.round_start = self.length
 
     @torch.inference_mode()
-    def forward(self, tokens: torch.Tensor | None = None, num_logits: int = 1) -> torch.Tensor:
-        """Feed pending tokens then ``tokens`` (B, n); return logits (B, num_logits, V) of the last ones."""
+    def forward(
+        self, tokens: torch.Tensor | None = None, num_logits: int = 1, features: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Feed pending tokens then ``tokens`` (B, n) (with ``features``); return logits
+        (B, num_logits, V) of the last ones."""
         if tokens is not None:
-            self.push(tokens)
+            self.push(tokens, features=features)
         if self.pending.shape[0] == 0:  # every row retired
             return torch.zeros(self.batch_size, num_logits, 1, device=self.device)
         tokens, valid = self.pending, self.pending_valid  # (B, n)
@@ -90,7 +114,9 @@ class CausalLMState:
             use_cache=True,
             **{self._kwargs.cache: self.cache},
             **({"logits_to_keep": num_logits} if self._kwargs.logits_to_keep else {}),
+            **self._extra_inputs(),
         )
+        self._keep_hidden(out)
         self.mask = mask
         self.num_tokens = self.num_tokens + valid.sum(1)
         self.pending = tokens[:, :0]
@@ -129,12 +155,25 @@ class CausalLMState:
             use_cache=True,
             **{self._kwargs.cache: self.cache},
             **({"logits_to_keep": n + 1} if self._kwargs.logits_to_keep else {}),
+            **self._extra_inputs(),
         )
+        self._keep_hidden(out)
         self.mask = torch.ones(1, L + w + n, dtype=torch.bool, device=self.device)
         self.num_tokens = self.num_tokens + w + n
         self.pending, self.pending_valid = tokens[:, :0], self.pending_valid[:, :0]
         self._tree_start = L + w  # the first tree slot
         return out.logits[:, -(n + 1) :].float()  # (1, n + 1, V)
+
+    def _extra_inputs(self) -> dict:
+        """The pending features (taken off the queue) and the request for hidden states."""
+        extra = {"output_hidden_states": True} if self.keep_hidden else {}
+        if self.pending_features is not None:
+            extra["features"], self.pending_features = self.pending_features, None
+        return extra
+
+    def _keep_hidden(self, out) -> None:
+        if self.keep_hidden:
+            self.hidden = out.hidden_states[-1]  # (B', n, d) final-normed
 
     def keep_tree_path(self, path: list[int]) -> None:
         """After ``forward_tree``: keep the cache up to the root and the slots of ``path`` (node
@@ -160,6 +199,8 @@ class CausalLMState:
         self.cache.batch_select_indices(rows)
         self.live, self.mask, self.num_tokens = self.live[rows], self.mask[rows], self.num_tokens[rows]
         self.pending, self.pending_valid = self.pending[rows], self.pending_valid[rows]
+        if self.pending_features is not None:
+            self.pending_features = self.pending_features[rows]
         self._crop_unused(0)
         self.full = bool(self.mask.all()) and bool(self.pending_valid.all())
         self._repack_if_sparse()

@@ -173,7 +173,7 @@ def test_lean_drafter_with_a_ranked_vocabulary_adds_rows_and_a_decode_cost(dirs,
     assert {"draft_lean", "draft_lean@64", "draft_lean@64_over_target"} <= set(decode)
     assert "| draft lean@64, 1 token |" in write_report(results, "cmd", tmp_path / "B.md").read_text()
 
-    with pytest.raises(ValueError, match="needs the token ranking beside the draft"):
+    with pytest.raises(ValueError, match="needs the token ranking beside its model"):
         run_benchmark(config(dirs, drafters=("lean@64",), methods=("ours-draft",)), prompts=["x"])
 
 
@@ -501,3 +501,42 @@ def test_a_named_pair_reports_into_its_own_sections():
     assert section_heading({"split": "tuning"}) == "## Text: tuning split"
     assert section_heading({"split": "heldout", "pair": "qwen-coder"}) == "## Text, code pair (Qwen2.5-Coder-1.5B)"
     assert section_heading({"split": "tuning", "pair": "qwen-coder"}) == "## Text, code pair: tuning split"
+
+
+def test_head_drafters_add_rows_per_tree_shape_and_a_head_decode_cost(dirs, tmp_path):
+    import torch
+
+    from specvideo.text.head import DraftHead, save_head
+    from specvideo.text.loading import load_causal_lm
+    from specvideo.text.vocab import save_token_ranking
+
+    target = load_causal_lm(str(dirs / "target"))
+    head = DraftHead.from_target(target, init_layer=1)
+    save_head(head, tmp_path / "head")
+    save_token_ranking(tmp_path / "head", list(range(target.config.vocab_size)), "test")
+    cfg = config(
+        dirs,
+        head=str(tmp_path / "head"),
+        methods=("hf-target", "ours-draft"),
+        drafters=("head@64", "head-hybrid-tree@64"),
+        tree_shapes=("1x3", "2x5"),
+        schedules=("constant",),
+        ks=(3,),
+        temperatures=(0.0,),
+        max_new_tokens=6,
+    )
+    results = run_benchmark(cfg, prompts=["def f(x):"])
+    assert [r.method for r in results.rows] == [
+        "hf-target",
+        "ours-head@64-constant-k3",
+        "ours-head-hybrid-tree@64/1x3-constant-k3",
+        "ours-head-hybrid-tree@64/2x5-constant-k3",
+    ]
+    assert all(r.exact_match == 1.0 for r in results.rows)
+    decode = results.settings["decode_ms"]
+    assert {"head_lean@64", "head_lean@64_over_target", "target_lean@12", "target_packed@16"} <= set(decode)
+    assert torch.isfinite(torch.tensor(decode["head_lean@64"]))
+    with pytest.raises(ValueError, match="tree shape"):
+        config(dirs, tree_shapes=("2by8",))
+    with pytest.raises(ValueError, match="is none"):
+        run_benchmark(config(dirs, head=str(dirs / "draft"), drafters=("head",), methods=("ours-draft",)), prompts=["x"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specvideo.text.config import LEAN_DRAFTERS
+from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
 
 FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
 SCHEDULES = ("constant", "heuristic", "confidence")
@@ -35,10 +35,18 @@ def parse_drafter(spec: str) -> tuple[str, int | None]:
         return name, None
     if name not in LEAN_DRAFTERS or not size.isdigit() or int(size) < 1:
         raise ValueError(
-            f"drafter {spec!r}: a vocabulary size goes with the lean, hybrid and tree drafters, as lean@N, "
-            "hybrid@N or tree@N with N >= 1"
+            f"drafter {spec!r}: a vocabulary size goes with the lean, hybrid, tree and head drafters, as "
+            "lean@N, hybrid@N, tree@N or head@N (head-tree@N, ...) with N >= 1"
         )
     return name, int(size)
+
+
+def parse_tree_shape(shape: str) -> tuple[int, int]:
+    """ "2x8" -> (2, 8): nodes expanded per depth (and children each), nodes kept."""
+    width, x, nodes = shape.partition("x")
+    if not x or not width.isdigit() or not nodes.isdigit() or int(width) < 1 or int(nodes) < 1:
+        raise ValueError(f"tree shape {shape!r}: write WxN with W >= 1 nodes expanded per depth and N >= 1 nodes kept")
+    return int(width), int(nodes)
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ class BenchTextConfig:
 
     target: str | None = None
     draft: str | None = None
+    head: str | None = None  # the draft head of the head drafters (default: models/smollm2-head)
     pair: str | None = None  # "qwen-coder": the fetched code pair instead of target / draft
     workloads: tuple[str, ...] = ("code", "chat")
     split: str = "heldout"
@@ -79,6 +88,9 @@ class BenchTextConfig:
     lookup_ks: tuple[int, ...] = (5,)
     ngram_ks: tuple[int, ...] = (3,)  # ours-ngram's k; () = lookup_ks
     verifiers: tuple[str, ...] = ("lean",)  # ours: the target run by transformers and/or "lean"
+    # head-tree drafters: one row per shape "WxN" (W nodes expanded per depth with W children
+    # each, N nodes kept); the tree depth is the row's k
+    tree_shapes: tuple[str, ...] = ("2x8",)
     temperatures: tuple[float, ...] = (0.0, 0.7)
     top_p: float = 0.9
     methods: tuple[str, ...] = FAMILIES
@@ -94,7 +106,7 @@ class BenchTextConfig:
     def __post_init__(self) -> None:
         for name in (
             "workloads", "drafters", "schedules", "ks", "assistant_ks", "assistant_schedules",
-            "lookup_ks", "ngram_ks", "verifiers", "temperatures", "methods", "sampled_methods",
+            "lookup_ks", "ngram_ks", "verifiers", "temperatures", "methods", "sampled_methods", "tree_shapes",
         ):  # tuples, no repeats
             object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
         if not isinstance(self.num_prompts, int) or isinstance(self.num_prompts, bool) or self.num_prompts < 0:
@@ -123,6 +135,10 @@ class BenchTextConfig:
             raise ValueError(f"drafters must be non-empty names, got {self.drafters!r}")
         for spec in self.drafters:
             parse_drafter(spec)
+        if not self.tree_shapes:
+            raise ValueError("give at least one tree shape WxN")
+        for shape in self.tree_shapes:
+            parse_tree_shape(shape)
         if not self.temperatures:
             raise ValueError("give at least one temperature")
         for t in self.temperatures:
@@ -134,6 +150,16 @@ class BenchTextConfig:
     @property
     def ngram_k_values(self) -> tuple[int, ...]:
         return self.ngram_ks or self.lookup_ks
+
+    @property
+    def needs_head(self) -> bool:
+        return "ours-draft" in self.methods and any(parse_drafter(d)[0] in HEAD_DRAFTERS for d in self.drafters)
+
+    @property
+    def head_dir(self) -> str:
+        from specvideo.paths import shipped
+
+        return self.head or str(shipped("smollm2-head"))
 
     @property
     def needs_draft(self) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from specvideo.bench.text.config import FAMILIES, BenchTextConfig, parse_drafter
+from specvideo.bench.text.config import FAMILIES, BenchTextConfig, parse_drafter, parse_tree_shape
 
 
 @dataclass
@@ -51,10 +51,12 @@ class CallCounter:
 
 
 def build_methods(
-    config: BenchTextConfig, target, draft, tokenizer, vocabs: dict[str, torch.Tensor] | None = None
+    config: BenchTextConfig, target, draft, tokenizer, vocabs: dict[str, torch.Tensor] | None = None, head=None
 ) -> list[Method]:
-    """Every method of ``config``, in the fixed family order whatever order they were listed in."""
+    """Every method of ``config``, in the fixed family order whatever order they were listed in
+    (``head``: the draft head the head drafters run)."""
     from specvideo.text import SpeculativeGenerator
+    from specvideo.text.config import HEAD_DRAFTERS
 
     n, top_p = config.max_new_tokens, config.top_p
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
@@ -113,18 +115,22 @@ def build_methods(
                 methods.append(Method(f"hf-lookup-k{k}", family, hf(prompt_lookup_num_tokens=k), k=k))
         elif family == "ours-draft":
             for name in config.drafters:
-                for schedule in config.schedules:
-                    for k in config.ks:
-                        methods += ours(
-                            f"ours-{name}-{schedule}-k{k}",
-                            family,
-                            (name, schedule, k),
-                            draft=draft,
-                            drafter=parse_drafter(name)[0],
-                            num_draft_tokens=k,
-                            schedule=schedule,
-                            draft_vocab=(vocabs or {}).get(name),
-                        )
+                drafter = parse_drafter(name)[0]
+                head_tree = drafter in HEAD_DRAFTERS and drafter.endswith("tree")
+                for label, shape in _shapes(name, config.tree_shapes if head_tree else (None,)):
+                    for schedule in config.schedules:
+                        for k in config.ks:
+                            methods += ours(
+                                f"ours-{label}-{schedule}-k{k}",
+                                family,
+                                (label, schedule, k),
+                                draft=head if drafter in HEAD_DRAFTERS else draft,
+                                drafter=drafter,
+                                num_draft_tokens=k,
+                                schedule=schedule,
+                                draft_vocab=(vocabs or {}).get(name),
+                                **shape,
+                            )
         elif family == "ours-ngram":
             for k in config.ngram_k_values:
                 methods += ours(
@@ -136,6 +142,17 @@ def build_methods(
                     schedule="constant",
                 )
     return methods
+
+
+def _shapes(name: str, shapes) -> list[tuple[str, dict]]:
+    """(row label, generator settings) per tree shape of a head-tree drafter ("name/WxN")."""
+    if shapes == (None,):
+        return [(name, {})]
+    out = []
+    for shape in shapes:
+        width, nodes = parse_tree_shape(shape)
+        out.append((f"{name}/{shape}", {"head_tree_width": width, "tree_nodes": nodes}))
+    return out
 
 
 def _hf_runner(target, n: int, top_p: float, pad: int) -> Callable:

@@ -49,8 +49,9 @@ def run_benchmark(
     bench_prompts = resolve_prompts(config, prompts)
     context = min(context_length(m) for m in (target, draft) if m is not None)
     prompt_ids = [encode(p, tokenizer, context, config.max_new_tokens, device) for p in bench_prompts]
-    vocabs = draft_vocabularies(config, draft)
-    methods = build_methods(config, target, draft, tokenizer, vocabs)
+    head = load_bench_head(config, target)
+    vocabs = draft_vocabularies(config, target.config.vocab_size)
+    methods = build_methods(config, target, draft, tokenizer, vocabs, head)
     counter = CallCounter(target)
     records: dict[tuple[str, str, float], dict[str, list]] = {}
     runs = sum(len(_at(methods, config, t)) for t in config.temperatures)
@@ -91,7 +92,7 @@ def run_benchmark(
     ]
     settings = {
         "decode_ms": decode_costs(
-            target, draft, prompt_ids[0], vocabs, config.decode_forwards, config.decode_repeats
+            target, draft, prompt_ids[0], vocabs, config.decode_forwards, config.decode_repeats, head
         ) if draft is not None else None,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "workloads_run": workloads,
@@ -188,23 +189,36 @@ def encode(prompt: BenchPrompt, tokenizer, context: int, max_new_tokens: int, de
     return torch.tensor([ids], dtype=torch.long, device=device)  # (1, T)
 
 
-def draft_vocabularies(config: BenchTextConfig, draft) -> dict[str, torch.Tensor]:
-    """The token ids of each "lean@N" / "hybrid@N" drafter, from the ranking saved beside the draft."""
+def load_bench_head(config: BenchTextConfig, target):
+    """The draft head of the head drafters, on the target's embeddings (None when none runs)."""
+    if not config.needs_head:
+        return None
+    from specvideo.text.head import is_draft_head, load_head
+
+    if not is_draft_head(config.head_dir):
+        raise ValueError(f"the head drafters need a draft head: {config.head_dir!r} is none (pass --head DIR)")
+    return load_head(config.head_dir, target).to(target.device)
+
+
+def draft_vocabularies(config: BenchTextConfig, vocab_size: int) -> dict[str, torch.Tensor]:
+    """The token ids of each "lean@N" / "hybrid@N" / "head@N" drafter, from the ranking saved
+    beside the draft (the head's, for the head drafters)."""
+    from specvideo.text.config import HEAD_DRAFTERS
     from specvideo.text.vocab import draft_vocabulary, load_token_ranking
 
-    specs = {spec: parse_drafter(spec)[1] for spec in config.drafters if "ours-draft" in config.methods}
-    specs = {spec: size for spec, size in specs.items() if size is not None}
-    if not specs:
-        return {}
-    draft_dir = config.draft or _default_draft_dir()
-    ranking = load_token_ranking(draft_dir) if os.path.isdir(draft_dir) else None
-    if ranking is None:
-        raise ValueError(
-            f"drafter {next(iter(specs))!r} needs the token ranking beside the draft ({draft_dir}/token_ranking.json)"
-        )
-    vocab_size = draft.config.vocab_size
-    out = {spec: draft_vocabulary(ranking, size, vocab_size) for spec, size in specs.items()}
-    return {spec: vocab for spec, vocab in out.items() if vocab is not None}
+    specs = {spec: parse_drafter(spec) for spec in config.drafters if "ours-draft" in config.methods}
+    out = {}
+    for spec, (name, size) in specs.items():
+        if size is None:
+            continue
+        source = config.head_dir if name in HEAD_DRAFTERS else config.draft or _default_draft_dir()
+        ranking = load_token_ranking(source) if os.path.isdir(source) else None
+        if ranking is None:
+            raise ValueError(f"drafter {spec!r} needs the token ranking beside its model ({source}/token_ranking.json)")
+        vocab = draft_vocabulary(ranking, size, vocab_size)
+        if vocab is not None:
+            out[spec] = vocab
+    return out
 
 
 def _default_draft_dir() -> str:
@@ -215,26 +229,29 @@ def _default_draft_dir() -> str:
 
 
 TARGET_WIDTHS = (1, 2, 4, 8)
+TREE_WIDTHS = (6, 12, 16)  # LeanLlama only: the cost of verifying a token tree of n - 1 nodes
 
 
 def decode_costs(
     target, draft, prompt: torch.Tensor, vocabs: dict[str, torch.Tensor] | None = None,
-    tokens: int = 32, repeats: int = 5,
+    tokens: int = 32, repeats: int = 5, head=None,
 ) -> dict[str, float]:
     """Median wall time (ms) of one decode forward after the prompt: the target fed 1, 2, 4 and 8
     tokens at once, by transformers ("target@n") and by LeanLlama ("target_lean@n", Llama targets;
     "target_packed@n" on oneDNN pre-packed weights; other float32 CPU targets: "target_packed@n" is
     transformers' forward on ``PackedLinears``), and the draft per token run by transformers and by LeanLlama
-    (Llama drafts; also "draft_lean@N" per restricted vocabulary). The models take turns within
-    each repeat, so a drift in the machine's speed reaches all of them alike."""
+    (Llama drafts; also "draft_lean@N" per restricted vocabulary). LeanLlama targets also at
+    ``TREE_WIDTHS`` tokens (a tree of n - 1 nodes below its root costs an n-token forward); a draft
+    ``head``: "head_lean@N" per token, fed its own features. The models take turns within each
+    repeat, so a drift in the machine's speed reaches all of them alike."""
     from specvideo.text.lean import LeanLlama
 
     models = {f"target@{n}": (target, n) for n in TARGET_WIDTHS}
     packing = None
     if getattr(target.config, "model_type", None) == "llama":
         lean_target, packed_target = LeanLlama(target), LeanLlama(target, packed=True)
-        models.update({f"target_lean@{n}": (lean_target, n) for n in TARGET_WIDTHS})
-        models.update({f"target_packed@{n}": (packed_target, n) for n in TARGET_WIDTHS})
+        models.update({f"target_lean@{n}": (lean_target, n) for n in TARGET_WIDTHS + TREE_WIDTHS})
+        models.update({f"target_packed@{n}": (packed_target, n) for n in TARGET_WIDTHS + TREE_WIDTHS})
     elif target.device.type == "cpu" and target.dtype == torch.float32:  # transformers on packed linears
         packing = packed_linears(target)
     models["draft"] = (draft, 1)
@@ -242,6 +259,10 @@ def decode_costs(
         models["draft_lean"] = (LeanLlama(draft), 1)
         for vocab in (vocabs or {}).values():
             models[f"draft_lean@{len(vocab)}"] = (LeanLlama(draft, vocab), 1)
+    if head is not None:  # its cost depends on the vocabulary's size only, not on which tokens
+        sizes = {len(v): v for v in (vocabs or {}).values()} or {"all": None}
+        for size, ids in sizes.items():
+            models[f"head_lean@{size}"] = (LeanLlama(head.llama, ids, fc=head.fc), 1)
     samples: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(repeats):
         for name, (model, width) in models.items():
@@ -252,7 +273,7 @@ def decode_costs(
                     samples.setdefault(f"target_packed@{n}", []).append(_forward_ms(target, prompt, n, tokens))
     costs = {name: float(np.median(times)) for name, times in samples.items()}
     costs["target"] = costs["target@1"]
-    for name in [n for n in costs if n.startswith("draft")]:
+    for name in [n for n in costs if n.startswith(("draft", "head"))]:
         costs[f"{name}_over_target"] = costs[name] / costs["target@1"]
     return costs
 
@@ -262,14 +283,17 @@ def _forward_ms(model, prompt: torch.Tensor, width: int, steps: int) -> float:
     ``prompt`` (1, T), each rolled back (as a rejected draft is)."""
     from specvideo.text.state import CausalLMState
 
-    state = CausalLMState(model, prompt, torch.ones_like(prompt))
+    head = getattr(model, "fc", None) is not None  # a draft head reads a feature beside each token
+    d = model.config.hidden_size
+    features = lambda n: torch.zeros(1, n, d, dtype=model.dtype, device=prompt.device) if head else None  # noqa: E731
+    state = CausalLMState(model, prompt, torch.ones_like(prompt), features=features(prompt.shape[1]))
     state.forward()
     block = prompt[:, -1:].repeat(1, width)  # (1, width)
     times = []
     for _ in range(steps):
         state.mark_round()
         start = time.perf_counter()
-        state.forward(block, num_logits=width)
+        state.forward(block, num_logits=width, features=features(width))
         times.append(time.perf_counter() - start)
         state.rollback(torch.zeros(1, dtype=torch.long))
     return statistics.fmean(times) * 1e3

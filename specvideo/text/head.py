@@ -1,0 +1,124 @@
+"""A draft head on the target's features (EAGLE, Li et al. 2024): one decoder layer that reads the
+target's last hidden state and the next token, and predicts the target's next hidden state.
+
+At sequence slot j the head sees token x_j and the target's feature f_{j-1} (its final-normed
+hidden state at position j - 1, the vector the target's LM head reads):
+
+    u_j = fc([embed(x_j), f_{j-1}])             (2d -> d)
+    h_j = norm(layer(u_<=j))                     one Llama decoder layer, causal over the slots
+    q(x_{j+1}) = softmax(h_j W_vocab^T)          the target's output rows (FR-Spec vocabulary)
+
+h_j is trained to be f_j (regression) and its logits to be the target's distribution (distillation).
+Drafting further than one token feeds the head its own h_j in place of the feature it does not have
+yet. The head shares the target's embeddings and output projection, so its files hold the fc and
+one layer: ``config.json`` (a one-layer Llama config marked ``"specvideo_draft_head": true``) and
+``model.safetensors`` (fp16). ``LeanLlama(head.llama, vocab, fc=head.fc)`` runs it at decode time.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
+
+from specvideo.text.shared_draft import write_weights
+
+HEAD_MARKER = "specvideo_draft_head"
+INIT_KEY = "specvideo_init_layer"
+
+
+def is_draft_head(path: str | os.PathLike) -> bool:
+    try:
+        return bool(json.loads((Path(path) / "config.json").read_text()).get(HEAD_MARKER))
+    except (OSError, ValueError):
+        return False
+
+
+class DraftHead(nn.Module):
+    """fc (2d -> d) and a one-layer ``LlamaForCausalLM`` sharing the target's embeddings and head."""
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        if config.num_hidden_layers != 1:
+            raise ValueError(f"a draft head has one decoder layer, got {config.num_hidden_layers}")
+        d = config.hidden_size
+        self.fc = nn.Linear(2 * d, d, bias=True)
+        self.llama = LlamaForCausalLM(config)
+
+    @property
+    def config(self) -> LlamaConfig:
+        return self.llama.config
+
+    @classmethod
+    def from_target(cls, target: PreTrainedModel, init_layer: int | None = None) -> DraftHead:
+        """A head of the target's width sharing its embeddings; its layer a copy of target layer
+        ``init_layer`` (None: random), its norm the target's final norm, fc the sum of the
+        embedding and the feature (a start that already passes both through)."""
+        config = copy.deepcopy(target.config)
+        config.num_hidden_layers = 1
+        setattr(config, HEAD_MARKER, True)
+        head = cls(config).to(target.dtype)
+        d = config.hidden_size
+        with torch.no_grad():
+            if init_layer is not None:
+                head.llama.model.layers[0].load_state_dict(target.model.layers[init_layer].state_dict())
+                setattr(head.config, INIT_KEY, init_layer)
+            head.llama.model.norm.load_state_dict(target.model.norm.state_dict())
+            head.fc.weight.copy_(torch.cat([torch.eye(d), torch.eye(d)], dim=1))
+            head.fc.bias.zero_()
+        share_embeddings(head, target)
+        return head
+
+    def forward(
+        self, input_ids: torch.Tensor, features: torch.Tensor, attention_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """input_ids (B, T) x_j, features (B, T, d) f_{j-1} -> predicted features h (B, T, d)."""
+        embeds = self.llama.model.embed_tokens(input_ids)  # (B, T, d)
+        u = self.fc(torch.cat([embeds, features.to(embeds.dtype)], dim=-1))  # (B, T, d)
+        return self.llama.model(inputs_embeds=u, attention_mask=attention_mask).last_hidden_state
+
+    def trained_state(self) -> dict[str, torch.Tensor]:
+        """fc, the layer and the norm: everything but the shared embeddings and output rows."""
+        return {k: v for k, v in self.state_dict().items() if "embed_tokens" not in k and "lm_head" not in k}
+
+
+def share_embeddings(head: DraftHead, target: PreTrainedModel) -> None:
+    head.llama.model.embed_tokens.weight = target.get_input_embeddings().weight
+    head.llama.lm_head.weight = target.get_output_embeddings().weight
+
+
+def save_head(head: DraftHead, out: str | os.PathLike) -> Path:
+    """config.json + model.safetensors (fp16) into ``out``, by temp dir and rename (files that are
+    not ours, a README or a token ranking, stay)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().to(torch.float16).contiguous() for k, v in head.trained_state().items()}
+    return write_weights(out, state, {**head.config.to_dict(), HEAD_MARKER: True})
+
+
+def load_head(path: str | os.PathLike, target: PreTrainedModel) -> DraftHead:
+    """The head in ``path`` on the target's embeddings; a clear error for a mismatched target."""
+    path = Path(path)
+    config = LlamaConfig.from_pretrained(path)
+    for name in ("hidden_size", "vocab_size"):
+        if getattr(config, name) != getattr(target.config, name, None):
+            raise ValueError(
+                f"the draft head in {path} reads its target's features and needs a target with "
+                f"{name}={getattr(config, name)}, got {getattr(target.config, name, None)}"
+            )
+    head = DraftHead(config)
+    missing, unexpected = head.load_state_dict(load_file(path / "model.safetensors"), strict=False)
+    missing = [k for k in missing if "embed_tokens" not in k and "lm_head" not in k]
+    if missing or unexpected:
+        raise ValueError(
+            f"the draft head weights in {path} do not match its config: missing {missing[:3]}, unexpected {unexpected[:3]}"
+        )
+    head = head.to(target.dtype)
+    share_embeddings(head, target)
+    return head.eval()

@@ -1,0 +1,207 @@
+"""Recipe for the draft head under models/smollm2-head/ (`specvideo train smollm2-head`).
+
+Data: the self-distillation shards of ``specvideo train smollm2-draft-data`` (the target's own
+greedy replies to training prompts). ``features`` runs the target once over every row and caches
+its final-normed hidden states (fp16) and its top-K log-probabilities at every position, prompt
+included. ``train`` fits the head (``specvideo.text.head``): at slot j it reads x_j and f_{j-1}
+(zeros at j = 0; noise on the features, as EAGLE does, for drafting on its own predictions) and is
+trained on
+
+    loss = CE(softmax(h_j W_vocab^T), target top-K at j)  +  reg_weight * SmoothL1(h_j, f_j)
+
+over the FR-Spec vocabulary (the ``vocab_size`` most frequent tokens of the data; the target's
+top-K renormalised inside it). Checkpoints by temp file and rename every ``eval_every`` steps; a
+rerun resumes. Validation rows come from the ``valid`` shards (prompts from another seed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from specvideo.text.head import DraftHead, save_head
+from specvideo.text.vocab import save_token_ranking
+from specvideo.training.draft import _save, data_ranking, load_shards
+
+
+@dataclass(frozen=True)
+class HeadConfig:
+    data: str = "runs/head"  # the smollm2-draft-data work directory (its data/ shards)
+    work: str = "runs/head"  # features/ and train/ go here
+    out: str = "models/smollm2-head"
+    init_layer: int | None = 29  # the target's last layer (its features' own producer)
+    vocab_size: int = 4096  # FR-Spec rows trained (the head drafts from the 2048 most frequent)
+    top_k: int = 20
+    batch_size: int = 16
+    lr: float = 1e-3
+    warmup: int = 20
+    steps: int = 800
+    max_minutes: float = 60.0
+    reg_weight: float = 1.0
+    feature_noise: float = 0.2  # uniform noise on the input features, in units of their RMS
+    eval_every: int = 50
+    valid_rows: int = 96
+    seed: int = 0
+    threads: int = 2
+
+
+@torch.inference_mode()
+def compute_features(config: HeadConfig, target) -> Path:
+    """``<work>/features/<split>.pt``: per row the token ids, the target's features (T, d) fp16 and
+    its top-K ids / log-probabilities at every position (T, K)."""
+    torch.set_num_threads(config.threads)
+    out = Path(config.work) / "features"
+    out.mkdir(parents=True, exist_ok=True)
+    for split in ("valid", "train"):
+        path = out / f"{split}.pt"
+        if path.exists():
+            continue
+        rows, start = [], time.time()
+        for row in load_shards(config.data, split):
+            ids = row["ids"].long()[None]  # (1, T)
+            result = target(ids, output_hidden_states=True)
+            logp = torch.log_softmax(result.logits[0].float(), dim=-1)  # (T, V)
+            top_logp, top_ids = logp.topk(config.top_k, dim=-1)
+            rows.append(
+                {
+                    "ids": row["ids"],
+                    "start": row["start"],
+                    "features": result.hidden_states[-1][0].to(torch.float16),  # (T, d)
+                    "top_ids": top_ids.to(torch.int32),
+                    "top_logp": top_logp.to(torch.float16),
+                }
+            )
+        _save(path, {"rows": rows})
+        print(f"{split}: {len(rows)} rows in {time.time() - start:.0f} s", flush=True)
+    return out
+
+
+def collate(rows: list[dict], full_to_sub: torch.Tensor, noise: float, g: torch.Generator | None):
+    """Right-padded batch: ids (B, T), mask (B, T), input features f_{j-1} (B, T, d) (zeros at
+    j = 0, noised), target features f_j (B, T, d), sub-vocabulary top-K ids (B, T, K) (-1 outside)
+    and probabilities (B, T, K)."""
+    T = max(len(r["ids"]) for r in rows)
+    B, d, K = len(rows), rows[0]["features"].shape[1], rows[0]["top_ids"].shape[1]
+    ids = torch.zeros(B, T, dtype=torch.long)
+    mask = torch.zeros(B, T, dtype=torch.long)
+    f = torch.zeros(B, T, d)
+    top_ids = torch.full((B, T, K), -1, dtype=torch.long)
+    probs = torch.zeros(B, T, K)
+    for b, r in enumerate(rows):
+        n = len(r["ids"])
+        ids[b, :n], mask[b, :n] = r["ids"].long(), 1
+        f[b, :n] = r["features"].float()
+        top_ids[b, :n] = full_to_sub[r["top_ids"].long()]
+        probs[b, :n] = r["top_logp"].float().exp()
+    inputs = torch.cat([torch.zeros(B, 1, d), f[:, :-1]], dim=1)  # (B, T, d) f_{j-1}
+    if noise:
+        rms = inputs.pow(2).mean().sqrt()
+        inputs = inputs + noise * rms * (2 * torch.rand(inputs.shape, generator=g) - 1)
+    return ids, mask, inputs, f, top_ids, probs
+
+
+def head_loss(head: DraftHead, rows_w: torch.Tensor, batch, reg_weight: float) -> dict[str, torch.Tensor]:
+    """Soft cross-entropy to the target's top-K inside the sub-vocabulary, feature regression, and
+    top-1 agreement with the target's argmax, over the real positions."""
+    ids, mask, inputs, f, top_ids, probs = batch
+    h = head(ids, inputs, mask)  # (B, T, d)
+    real = mask.bool()
+    logq = torch.log_softmax(h[real] @ rows_w.T, dim=-1)  # (N, V')
+    tid, p = top_ids[real], probs[real]  # (N, K)
+    inside = tid >= 0
+    p = p * inside
+    p = p / p.sum(-1, keepdim=True).clamp_min(1e-8)
+    ce = -(p * logq.gather(1, tid.clamp_min(0))).sum(-1)  # (N,)
+    keep = inside[:, 0]  # the target's argmax is in the sub-vocabulary
+    reg = F.smooth_l1_loss(h[real], f[real])
+    return {
+        "loss": ce[keep].mean() + reg_weight * reg,
+        "ce": ce[keep].mean(),
+        "reg": reg,
+        "top1": ((logq.argmax(-1) == tid[:, 0]) & keep).float().mean(),
+    }
+
+
+def train(config: HeadConfig, target) -> Path:
+    torch.set_num_threads(config.threads)
+    torch.manual_seed(config.seed)
+    work = Path(config.work) / "train"
+    work.mkdir(parents=True, exist_ok=True)
+    train_rows = torch.load(Path(config.work) / "features" / "train.pt")["rows"]
+    valid_rows = torch.load(Path(config.work) / "features" / "valid.pt")["rows"][: config.valid_rows]
+    V = target.config.vocab_size
+    vocab = torch.tensor(sorted(data_ranking(train_rows, V)[: config.vocab_size]))
+    full_to_sub = torch.full((V,), -1, dtype=torch.long)
+    full_to_sub[vocab] = torch.arange(len(vocab))
+    head = DraftHead.from_target(target, config.init_layer)
+    rows_w = target.lm_head.weight[vocab].detach()  # (V', d) frozen
+    params = [p for n, p in head.named_parameters() if "embed_tokens" not in n and "lm_head" not in n]
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    step, ckpt = 0, work / "ckpt.pt"
+    if ckpt.exists():
+        state = torch.load(ckpt)
+        head.load_state_dict(state["head"], strict=False)
+        opt.load_state_dict(state["opt"])
+        step = state["step"]
+    rng, g = random.Random(config.seed + step), torch.Generator().manual_seed(config.seed + step)
+    start, log = time.time(), (work / "log.jsonl").open("a")
+    if step == 0:
+        log.write(json.dumps({"step": 0, **_evaluate(head, rows_w, valid_rows, full_to_sub, config), "config": asdict(config)}) + "\n")
+    head.train()
+    while step < config.steps and (time.time() - start) / 60 < config.max_minutes:
+        lr = config.lr * min(1.0, (step + 1) / config.warmup) * 0.5 * (1 + math.cos(math.pi * step / config.steps))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub, config.feature_noise, g)
+        out = head_loss(head, rows_w, batch, config.reg_weight)
+        opt.zero_grad(set_to_none=True)
+        out["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        step += 1
+        if step % config.eval_every == 0 or step == config.steps:
+            record = {
+                "step": step,
+                **{f"train_{k}": round(v.item(), 4) for k, v in out.items()},
+                "lr": lr,
+                "minutes": round((time.time() - start) / 60, 2),
+                **_evaluate(head, rows_w, valid_rows, full_to_sub, config),
+            }
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            print(record, flush=True)
+            _save(ckpt, {"head": head.trained_state(), "opt": opt.state_dict(), "step": step})
+    _save(ckpt, {"head": head.trained_state(), "opt": opt.state_dict(), "step": step})
+    return ckpt
+
+
+@torch.no_grad()
+def _evaluate(head, rows_w, rows, full_to_sub, config: HeadConfig, batch_size: int = 16) -> dict:
+    head.eval()
+    sums, n = {}, 0
+    for i in range(0, len(rows), batch_size):
+        chunk = rows[i : i + batch_size]
+        out = head_loss(head, rows_w, collate(chunk, full_to_sub, 0.0, None), config.reg_weight)
+        for k, v in out.items():
+            sums[k] = sums.get(k, 0.0) + v.item() * len(chunk)
+        n += len(chunk)
+    head.train()
+    return {f"valid_{k}": round(v / n, 4) for k, v in sums.items()}
+
+
+def export(config: HeadConfig, target) -> Path:
+    """models/smollm2-head: fc, the layer and the norm in fp16, its config and the token ranking
+    (README figures are written by hand from the logs)."""
+    head = DraftHead.from_target(target, config.init_layer)
+    head.load_state_dict(torch.load(Path(config.work) / "train" / "ckpt.pt")["head"], strict=False)
+    out = save_head(head, config.out)
+    rows = torch.load(Path(config.work) / "features" / "train.pt")["rows"]
+    save_token_ranking(out, data_ranking(rows, target.config.vocab_size), "token counts of the self-distillation training shards")
+    return out
