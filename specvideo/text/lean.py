@@ -67,6 +67,11 @@ class LeanCache:
         self.kv = torch.cat([packed, packed.new_empty(L, two, B, H, capacity - packed.shape[4], D)], 4)
         self.length = packed.shape[4]
 
+    def move_slots(self, source: torch.Tensor, start: int) -> None:
+        """Slots ``source`` (m,) (all rows) are copied to ``start`` .. start + m - 1 (a tree's
+        accepted path to where it lies in sequence); the slots after them are left for ``crop``."""
+        self.kv[:, :, :, :, start : start + len(source)] = self.kv[:, :, :, :, source]
+
     def get_seq_length(self) -> int:
         return self.length
 

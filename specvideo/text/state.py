@@ -175,17 +175,25 @@ class CausalLMState:
         if self.keep_hidden:
             self.hidden = out.hidden_states[-1]  # (B', n, d) final-normed
 
+    @torch.inference_mode()
     def keep_tree_path(self, path: list[int]) -> None:
         """After ``forward_tree``: keep the cache up to the root and the slots of ``path`` (node
         indices, root first), in that order; the other nodes' slots go. Keys carry their rotary
         positions (root + depth), which are the positions the path's tokens have in sequence."""
         start = self._tree_start
-        order = torch.cat(
-            [torch.arange(start, device=self.device), start + torch.tensor(path, dtype=torch.long, device=self.device)]
-        )[None]  # (1, W)
-        self._gather_slots(order)
-        self.mask = torch.ones(1, order.shape[1], dtype=torch.bool, device=self.device)
-        self.num_tokens = torch.full_like(self.num_tokens, order.shape[1])
+        source = start + torch.tensor(path, dtype=torch.long, device=self.device)  # (m,) the path's slots
+        move = getattr(self.cache, "move_slots", None)
+        if move is not None:
+            move(source, start)
+        else:  # transformers' DynamicCache: keys, values (1, H, L, D); only the path's slots move
+            for layer in self.cache.layers:
+                layer.keys[:, :, start : start + len(path)] = layer.keys[:, :, source]
+                layer.values[:, :, start : start + len(path)] = layer.values[:, :, source]
+        width = start + len(path)
+        self.cache.crop(width - self.cache.get_seq_length())
+        self.round_start = min(self.round_start, width)
+        self.mask = torch.ones(1, width, dtype=torch.bool, device=self.device)
+        self.num_tokens = torch.full_like(self.num_tokens, width)
 
     def _live_rows(self, x: torch.Tensor) -> torch.Tensor:
         return x if x.shape[0] == len(self.live) else x[self.live]
