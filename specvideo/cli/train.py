@@ -84,6 +84,13 @@ def _add_train_head(kinds) -> None:
     e.add_argument("--work", default=d.work)
     e.add_argument("--out", default=d.out)
     e.set_defaults(run=_run_head_export)
+    v = kinds.add_parser("smollm2-head-eval", help="greedy acceptance per draft position on the validation replies")
+    v.add_argument("--work", default=d.work)
+    v.add_argument("--head", default=d.out, help="the exported head directory")
+    v.add_argument("--k", type=int, default=5)
+    v.add_argument("--draft-vocab", type=int, default=2048, help="FR-Spec tokens it drafts from (0 = all)")
+    v.add_argument("--threads", type=int, default=d.threads)
+    v.set_defaults(run=_run_head_eval)
 
 
 def _smollm2_target():
@@ -113,6 +120,25 @@ def _run_head_export(args: argparse.Namespace) -> int:
     from specvideo.training.head import HeadConfig, export
 
     print(export(replace(HeadConfig(), work=args.work, out=args.out), _smollm2_target()))
+    return 0
+
+
+def _run_head_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from specvideo.text.head import load_head
+    from specvideo.text.vocab import ranked_vocabulary
+    from specvideo.training.head import chain_acceptance
+
+    torch.set_num_threads(args.threads)
+    target = _smollm2_target()
+    head = load_head(args.head, target).float()
+    vocab = ranked_vocabulary(args.head, args.draft_vocab, target.config.vocab_size) if args.draft_vocab else None
+    rows = torch.load(Path(args.work) / "features" / "valid.pt")["rows"]
+    values = chain_acceptance(head, rows, vocab, args.k)
+    print(json.dumps({"rows": len(rows), "draft_vocab": args.draft_vocab, "acceptance_by_position": [round(v, 4) for v in values]}))
     return 0
 
 

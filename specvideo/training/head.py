@@ -33,14 +33,14 @@ from specvideo.training.draft import _save, data_ranking, load_shards
 
 @dataclass(frozen=True)
 class HeadConfig:
-    data: str = "runs/head"  # the smollm2-draft-data work directory (its data/ shards)
-    work: str = "runs/head"  # features/ and train/ go here
+    data: str = "runs/smollm2-draft"  # the smollm2-draft-data work directory (its data/ shards)
+    work: str = "runs/smollm2-head"  # features/ and train/ go here
     out: str = "models/smollm2-head"
     init_layer: int | None = 29  # the target's last layer (its features' own producer)
     vocab_size: int = 4096  # FR-Spec rows trained (the head drafts from the 2048 most frequent)
     top_k: int = 20
     batch_size: int = 16
-    lr: float = 1e-3
+    lr: float = 5e-4
     warmup: int = 20
     steps: int = 800
     max_minutes: float = 60.0
@@ -194,6 +194,43 @@ def _evaluate(head, rows_w, rows, full_to_sub, config: HeadConfig, batch_size: i
         n += len(chunk)
     head.train()
     return {f"valid_{k}": round(v / n, 4) for k, v in sums.items()}
+
+
+@torch.inference_mode()
+def chain_acceptance(head: DraftHead, rows: list[dict], vocab: torch.Tensor | None, k: int = 5, stride: int = 4) -> list[float]:
+    """Greedy acceptance per draft position on stored replies (they are the target's greedy
+    continuations): from every ``stride``-th reply position t, the head (run as at decode time, by
+    LeanLlama, FR-Spec ``vocab``) drafts k tokens feeding its own features after the first; position
+    i counts as accepted when the first i drafted tokens all equal the reply's. Returns, per
+    position, accepted / drafted."""
+    from specvideo.text.lean import LeanLlama
+    from specvideo.text.state import CausalLMState
+
+    lean = LeanLlama(head.llama, vocab, fc=head.fc)
+    hits, tries = [0] * k, [0] * k
+    for row in rows:
+        ids, f = row["ids"].long(), row["features"].float()
+        inputs = torch.cat([torch.zeros(1, f.shape[1]), f[:-1]])  # (T, d) f_{j-1}
+        start = row["start"]
+        state = CausalLMState(lean, ids[None, :start], torch.ones(1, start, dtype=torch.long), features=inputs[None, :start])
+        state.keep_hidden = True
+        state.forward()
+        for t in range(start, len(ids) - 1):  # the head has seen x_0 .. x_t-1 with true features
+            state.push(ids[None, t : t + 1], features=inputs[None, t : t + 1])
+            if (t - start) % stride or t + k >= len(ids):
+                state.forward()
+                continue
+            state.mark_round()
+            logits, ok = state.forward()[0, -1], True
+            for i in range(k):
+                token = int(logits.argmax())
+                ok = ok and token == int(ids[t + 1 + i])
+                tries[i] += 1
+                hits[i] += int(ok)
+                if i < k - 1:
+                    logits = state.forward(torch.tensor([[token]]), features=state.hidden[:, -1:])[0, -1]
+            state.rollback(torch.ones(1, dtype=torch.long))  # keep x_t's slot, drop the drafted ones
+    return [h / n if n else 0.0 for h, n in zip(hits, tries)]
 
 
 def export(config: HeadConfig, target) -> Path:

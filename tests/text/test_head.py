@@ -177,5 +177,27 @@ def test_head_files_round_trip_and_refusals(tmp_path):
     with pytest.raises(ValueError, match="need a draft head"):
         SpeculativeGenerator(target, draft=tiny_llama(64, seed=2), drafter="head")
     gen = SpeculativeGenerator(target, draft=back, drafter="head")
+    batch = [[4, 5, 4, 5, 4], [6, 7, 6, 7, 6, 7]]
+    out = gen.generate(batch, max_new_tokens=6, stop=None)  # a batch: drafted by prompt lookup
+    assert out.token_ids == [target_greedy(target, row, 6) for row in batch]
+    assert out.stats.drafted > 0
+    from specvideo.text.head_drafters import HeadDrafter
+
     with pytest.raises(ValueError, match="batch 1"):
-        gen.generate([[4, 5], [6, 7]], max_new_tokens=3)
+        HeadDrafter(LeanLlama(back.llama, fc=back.fc), None, SamplingConfig()).start(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long))
+
+
+def test_chain_acceptance_on_stored_replies_counts_each_position():
+    from specvideo.training.head import chain_acceptance
+
+    target = tiny_llama(64, seed=11, layers=1)
+    rows = []
+    for prompt in random_prompts(3, 64, seed=12, min_len=4, max_len=6):
+        ids = torch.tensor(prompt + target_greedy(target, prompt, 12))
+        with torch.no_grad():
+            features = target(ids[None], output_hidden_states=True).hidden_states[-1][0]
+        rows.append({"ids": ids, "start": len(prompt), "features": features})
+    exact = chain_acceptance(exact_head(target), rows, None, k=3, stride=1)
+    assert exact == [1.0, 1.0, 1.0]
+    noisy = chain_acceptance(exact_head(target, noise=1.0, seed=7), rows, None, k=3, stride=1)
+    assert noisy[0] < 1.0 and noisy[0] >= noisy[1] >= noisy[2]
