@@ -26,13 +26,16 @@ from specvideo.app.common import (
 from specvideo.app.config import AppConfig
 from specvideo.core.types import SpecStats, Step
 from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator
-from specvideo.text.config import LEAN_DRAFTERS
+from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
+from specvideo.text.generator import DEFAULT_DRAFTER
 
 ACCEPTED, CORRECTION, BONUS = "accepted draft", "target correction", "bonus token"
 COLORS = {ACCEPTED: "#4caf50", CORRECTION: "#f44336", BONUS: "#2196f3"}
 DRAFTERS = [
     ("draft model", "model"),
     ("draft model + prompt lookup", "hybrid"),
+    ("draft head on the target's features + prompt lookup", "head-hybrid"),
+    ("draft head, token tree + prompt lookup", "head-hybrid-tree"),
     ("n-gram (prompt lookup)", "ngram"),
 ]
 EXAMPLES = [
@@ -52,12 +55,34 @@ def load_pair(target_dir: str, draft_dir: str) -> SpeculativeGenerator:
     return SpeculativeGenerator.from_pretrained(target_dir, draft_dir or None, drafter="hybrid" if draft_dir else "ngram")
 
 
+@cached
+def load_head_on(target_dir: str):
+    """(the shipped draft head on the default target's embeddings, its FR-Spec vocabulary)."""
+    from specvideo.paths import shipped
+    from specvideo.text.generator import DEFAULT_HEAD
+    from specvideo.text.head import load_head
+    from specvideo.text.vocab import ranked_vocabulary
+
+    check(not target_dir, "the draft head is trained for the default target (SmolLM2): use another drafter")
+    base = load_pair(target_dir, "")
+    head_dir = shipped(*DEFAULT_HEAD)
+    V = base.target.config.vocab_size
+    return load_head(head_dir, base.target), ranked_vocabulary(head_dir, TEXT_DEFAULTS.draft_vocab_size, V)
+
+
 def make_generator(config: AppConfig, drafter: str, k: int) -> SpeculativeGenerator:
     """A generator over the cached models: "model" (run lean when the draft is a Llama), "hybrid"
-    (prompt lookup, else the lean draft), "ngram", or "none" (target-only). The lean drafters use
-    the FR-Spec vocabulary ``from_pretrained`` chose."""
+    (prompt lookup, else the lean draft), "head-hybrid" / "head-hybrid-tree" (prompt lookup, else
+    the draft head's chain / tree; the default target only), "ngram", or "none" (target-only). The
+    lean drafters use the FR-Spec vocabulary ``from_pretrained`` chose."""
     base = load_pair(config.text_target, config.text_draft)
     check(base.tokenizer is not None, "the text target model has no tokenizer")
+    if drafter in HEAD_DRAFTERS:
+        head, vocab = load_head_on(config.text_target)
+        return SpeculativeGenerator(
+            base.target, base.tokenizer, head, drafter=drafter, num_draft_tokens=k, device=base.device,
+            draft_vocab=vocab, lean_target=base._lean_target or False,
+        )
     if drafter in ("model", "hybrid"):
         check(base.draft is not None, "the text target has no draft model: use the n-gram drafter")
     if drafter == "model" and base.draft.config.model_type == "llama":
@@ -71,12 +96,13 @@ def make_generator(config: AppConfig, drafter: str, k: int) -> SpeculativeGenera
         num_draft_tokens=k,
         device=base.device,
         draft_vocab=vocab,
+        lean_target=base._lean_target or False,  # the target's runner the default pair was loaded with
     )
 
 
 def origins(step: Step) -> list[str]:
     """The origin of every token emitted in a round (batch of one)."""
-    accepted, drafted = int(step.verdict.num_accepted[0]), int(step.draft.lengths[0])
+    accepted, drafted = int(step.verdict.num_accepted[0]), step.draft.depth if step.draft.tree is not None else int(step.draft.lengths[0])
     last = BONUS if drafted and accepted == drafted else CORRECTION
     return ([ACCEPTED] * accepted + [last])[: len(step.emitted[0])]
 
@@ -206,7 +232,7 @@ class TextTab:
             with gr.Column(scale=1):
                 prompt = gr.Textbox(value=EXAMPLES[0], lines=5, label="Prompt (Python code)")
                 gr.Examples(EXAMPLES, inputs=prompt, label="Example prompts")
-                drafter = gr.Radio(DRAFTERS, value="hybrid", label="Drafter")
+                drafter = gr.Radio(DRAFTERS, value=DEFAULT_DRAFTER, label="Drafter")
                 k = gr.Slider(1, c.max_draft, value=d.num_draft_tokens, step=1, label="Draft length k")
                 temperature = gr.Slider(
                     0, 2, value=d.temperature, step=0.05, label="Temperature (0 = greedy)"

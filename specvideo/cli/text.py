@@ -47,7 +47,8 @@ def add_settings(p) -> None:
         "--drafter",
         choices=MODEL_DRAFTERS,
         help="how to run the draft model: transformers, lean, or hybrid (prompt lookup when the context "
-        "repeats, else lean); default: hybrid for the default pair",
+        "repeats, else lean), a draft head (head, head-tree, head-hybrid, head-hybrid-tree); default for the default target: "
+        "prompt lookup (ngram), the fastest on the tuning split",
     )
     p.add_argument(
         "--draft-vocab",

@@ -13,14 +13,17 @@ DRAFTERS = ("model", "lean", "hybrid", "tree", *HEAD_DRAFTERS, "ngram", "ngram-t
 LEAN_DRAFTERS = ("lean", "hybrid", "tree", *HEAD_DRAFTERS)
 MODEL_DRAFTERS = ("model", *LEAN_DRAFTERS)  # the drafters that run a draft model
 TREE_DRAFTERS = ("tree", "ngram-tree", "head-tree", "head-hybrid-tree")  # propose token trees
-ONE_ROW_DRAFTERS = (*TREE_DRAFTERS, *HEAD_DRAFTERS)  # one prompt at a time
+# one prompt at a time (a batch is refused); the head drafters draft a batch by prompt lookup
+ONE_ROW_DRAFTERS = ("tree", "ngram-tree")
 
 
 @dataclass(frozen=True)
 class TextConfig:
     drafter: str = "model"
-    num_draft_tokens: int = 5
-    schedule: str = "heuristic"
+    # k 3 at a constant length: the pick of the tuning split for prompt lookup, the hybrid and the
+    # draft head alike (docs/BENCHMARKS.md "Text: tuning split, draft head")
+    num_draft_tokens: int = 3
+    schedule: str = "constant"
     max_new_tokens: int = 128
     temperature: float = 0.0
     top_k: int | None = None

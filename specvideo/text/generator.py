@@ -23,7 +23,7 @@ from specvideo.core.schedule import make_schedule
 from specvideo.core.tree import tree_verdict
 from specvideo.core.types import Draft, SpecStats, Step
 from specvideo.paths import shipped
-from specvideo.text.config import DRAFTERS, HEAD_DRAFTERS, LEAN_DRAFTERS, TEXT_DEFAULTS
+from specvideo.text.config import DRAFTERS, HEAD_DRAFTERS, LEAN_DRAFTERS, MODEL_DRAFTERS, TEXT_DEFAULTS
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
 from specvideo.text.head import DraftHead
 from specvideo.text.head_drafters import HeadDrafter, HeadTreeDrafter
@@ -40,6 +40,10 @@ from specvideo.text.vocab import ranked_vocabulary
 
 D = TEXT_DEFAULTS
 DEFAULT_DRAFT = ("smollm2-draft",)  # under models/: the draft trained for SmolLM2-135M-Instruct
+DEFAULT_HEAD = ("smollm2-head",)  # under models/: the draft head on its features (the head drafters)
+# the fastest configuration of the tuning split (docs/BENCHMARKS.md "Text: tuning split, draft
+# head"): prompt lookup k 3 beat the draft head behind lookup and the hybrid on code and on chat
+DEFAULT_DRAFTER = "ngram"
 # the default pair verifies with LeanLlama: on the tuning split a 2-4-token forward cost 70-74 ms
 # against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split"), greedy still exact
 DEFAULT_LEAN_TARGET = True
@@ -86,7 +90,8 @@ class SpeculativeGenerator:
     (a draft head on the target's features, ``specvideo.text.head``, passed as ``draft``),
     "head-tree" (its EAGLE-2 dynamic tree: ``head_tree_width`` nodes expanded per depth, at most
     ``tree_nodes`` kept), "head-hybrid" / "head-hybrid-tree" (prompt lookup first, else the head),
-    or "none" (plain target-only decoding through the same loop, the baseline).
+    or "none" (plain target-only decoding through the same loop, the baseline). The head drafts one
+    prompt at a time: a batch of prompts is drafted by prompt lookup under the head drafters.
 
     lean_target: run the target's forwards with ``LeanLlama`` as well (Llama targets): on CPU a
     verification block costs much less than through transformers (docs/BENCHMARKS.md "Text").
@@ -196,8 +201,9 @@ class SpeculativeGenerator:
         default = target_path is None
         if default:
             target_path = str(smollm2_dir())
-            draft_path = draft_path or str(shipped(*DEFAULT_DRAFT))
-            kwargs.setdefault("drafter", "hybrid")
+            kwargs.setdefault("drafter", DEFAULT_DRAFTER)
+            if draft_path is None and kwargs["drafter"] in MODEL_DRAFTERS:  # the model that drafter runs
+                draft_path = str(shipped(*(DEFAULT_HEAD if kwargs["drafter"] in HEAD_DRAFTERS else DEFAULT_DRAFT)))
             kwargs.setdefault("lean_target", DEFAULT_LEAN_TARGET)
         with tqdm(total=3, desc=f"loading {Path(target_path).name}", unit="part", disable=not default, leave=False) as bar:
             target = load_causal_lm(target_path, dtype)
@@ -287,7 +293,7 @@ class SpeculativeGenerator:
             _check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
         runner = self._lean_target if self._lean_target is not None else self.target
         verifier = TargetVerifier(runner, sampling, max_new_tokens, self._stop_ids(stop))
-        drafter = self._make_drafter(sampling, generator, verifier)
+        drafter = self._make_drafter(sampling, generator, verifier, encoded.batch_size)
         with self._packed():
             for part in (verifier, drafter):
                 part.start(encoded.input_ids, encoded.attention_mask)
@@ -310,7 +316,9 @@ class SpeculativeGenerator:
             stack.enter_context(packing)
         return stack
 
-    def _make_drafter(self, sampling: SamplingConfig, generator: torch.Generator | None, verifier=None):
+    def _make_drafter(
+        self, sampling: SamplingConfig, generator: torch.Generator | None, verifier=None, batch_size: int = 1
+    ):
         if self.drafter_name == "model":
             return ModelDrafter(self.draft, sampling, generator, self.target.config.vocab_size)
         runner = self._lean if self._lean is not None else self.draft
@@ -323,6 +331,8 @@ class SpeculativeGenerator:
             lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
             return HybridDrafter(ModelDrafter(runner, sampling, generator, V), lookup)
         if self.drafter_name in HEAD_DRAFTERS:
+            if batch_size > 1:  # the head reads one row's features: a batch drafts by prompt lookup
+                return NGramDrafter(self.max_ngram)
             return self._head_drafter(runner, verifier, sampling, generator)
         if self.drafter_name == "ngram":
             return NGramDrafter(self.max_ngram)

@@ -82,7 +82,8 @@ def test_text_sampling_is_reproducible_by_seed(client):
         (dict(prompt="   "), "the prompt is empty"),
         (dict(temperature=-1), "minimum value 0"),
         (dict(prompt="x = 1\n" * 200, max_new_tokens=200), "exceeds the target's context length"),
-        (dict(drafter="lean"), "is not in the list of choices: ['model', 'hybrid', 'ngram']"),
+        (dict(drafter="lean"), "is not in the list of choices: ['model', 'hybrid', 'head-hybrid', 'head-hybrid-tree', 'ngram']"),
+        (dict(drafter="head-hybrid"), "the draft head is trained for the default target"),
     ],
 )
 def test_text_invalid_inputs_are_clear_errors(client, kwargs, message):

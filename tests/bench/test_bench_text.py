@@ -227,8 +227,8 @@ def test_jsonl_loader_reads_prompts_and_missing_file_is_oserror(dirs, tmp_path):
         ({"ks": (0,)}, "k must be an integer >= 1"),
         ({"max_new_tokens": 0}, "max_new_tokens must be an integer >= 1"),
         ({"temperatures": (-1.0,)}, "temperature must be a finite number >= 0"),
-        ({"drafters": ("model@64",)}, "a vocabulary size goes with the lean, hybrid and tree drafters"),
-        ({"drafters": ("lean@0",)}, "as lean@N, hybrid@N or tree@N with N >= 1"),
+        ({"drafters": ("model@64",)}, "a vocabulary size goes with the lean, hybrid, tree and head drafters"),
+        ({"drafters": ("lean@0",)}, "lean@N, hybrid@N, tree@N or head@N"),
         ({"ngram_ks": (0,)}, "k must be an integer >= 1"),
     ],
 )

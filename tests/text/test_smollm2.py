@@ -42,17 +42,26 @@ def target_greedy(gen, ids: list[int], n: int) -> list[int]:
     return out[0, len(ids):].tolist()
 
 
-def test_the_real_pair_is_greedy_exact_on_code_and_chat(default_pair):
+@pytest.mark.parametrize("drafter", [None, "hybrid", "head-hybrid", "head-tree"])
+def test_the_real_pair_is_greedy_exact_on_code_and_chat(default_pair, drafter, monkeypatch):
+    """The default (prompt lookup), the trained draft behind lookup, the draft head behind lookup
+    and the head's token tree, on the real target."""
     gen = default_pair
-    assert gen.target.config.num_hidden_layers == 30 and gen.drafter_name == "hybrid"
-    assert gen.draft.model.embed_tokens.weight is gen.target.model.embed_tokens.weight  # shared, not shipped
+    assert gen.target.config.num_hidden_layers == 30 and gen.drafter_name == "ngram" and gen.draft is None
+    if drafter is not None:
+        monkeypatch.delenv("SPECVIDEO_MODELS", raising=False)
+        gen = SpeculativeGenerator.from_pretrained(drafter=drafter)
+        shared = gen.draft.llama.model if drafter.startswith("head") else gen.draft.model
+        assert shared.embed_tokens.weight is gen.target.model.embed_tokens.weight  # shared, not shipped
     code = "def quicksort(arr):\n"
     chat = [{"role": "user", "content": "How do I reverse a list in Python?"}]
+    accepted = 0
     for prompt in (code, chat):
         out = gen.generate(prompt, max_new_tokens=40, stop=None)
         ids = gen.tokenizer(code)["input_ids"] if prompt is code else _chat_ids(gen, chat)
         assert out.token_ids == target_greedy(gen, ids, 40)
-        assert out.stats.accepted > 0
+        accepted += out.stats.accepted
+    assert accepted > 0
     text = gen.generate(code, max_new_tokens=48).text
     assert "sort" in text  # a real model: on topic, not noise
 

@@ -40,6 +40,10 @@ def _band(row: MethodResult) -> str:
     return f"{row.speedup_vs_hf:.2f}×" + (f" [{lo_hi[0]:.2f}–{lo_hi[1]:.2f}]" if lo_hi and lo_hi[0] != lo_hi[1] else "")
 
 
+def _positions(values: list[float] | None, shown: int = 6) -> str:
+    return "-" if not values else " / ".join(f"{v:.2f}" for v in values[:shown])
+
+
 def to_markdown(results: BenchResults | Iterable[MethodResult]) -> str:
     """One table per workload and temperature; '-' where a number does not apply."""
     rows = _rows(results)
@@ -50,15 +54,16 @@ def to_markdown(results: BenchResults | Iterable[MethodResult]) -> str:
             out += [
                 f"### {workload}, {title}",
                 "",
-                "| method | tokens/s | × HF target-only [min–max over repeats] | × our target-only | acceptance | tokens / target call | exact match |",
-                "|---|---:|---:|---:|---:|---:|---:|",
+                "| method | tokens/s | × HF target-only [min–max over repeats] | × our target-only | acceptance | by position | tokens / target call | exact match |",
+                "|---|---:|---:|---:|---:|---|---:|---:|",
             ]
             for r in rows:
                 if r.workload != workload or r.temperature != temperature:
                     continue
                 cells = [
                     r.method, f"{r.tokens_per_s:.1f}", _band(r), _fmt(r.speedup_vs_loop, "{:.2f}×"),
-                    _fmt(r.acceptance_rate, "{:.3f}"), _fmt(r.tokens_per_target_call, "{:.2f}"),
+                    _fmt(r.acceptance_rate, "{:.3f}"), _positions(r.position_acceptance),
+                    _fmt(r.tokens_per_target_call, "{:.2f}"),
                     _fmt(r.exact_match, "{:.2f}"),
                 ]
                 out.append("| " + " | ".join(cells) + " |")

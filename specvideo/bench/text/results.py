@@ -31,6 +31,7 @@ class MethodResult:
     speedup_vs_hf_spread: tuple[float, float] | None = None
     speedup_vs_loop: float | None = None
     acceptance_rate: float | None = None  # accepted / drafted over all runs (ours)
+    position_acceptance: list[float] | None = None  # per draft position (tree depth), over all runs
     tokens_per_target_call: float | None = None  # generated tokens / target forward calls
     target_calls: float | None = None  # mean target forward calls per run
     exact_match: float | None = None  # greedy: fraction of runs token-identical to hf-target's
@@ -110,6 +111,10 @@ def aggregate(method, workload: str, temperature: float, records) -> MethodResul
     if all(s is not None for s in stats):
         drafted = sum(s.drafted for s in stats)
         row.acceptance_rate = sum(s.accepted for s in stats) / drafted if drafted else None
+        depth = max((len(s.position_drafted) for s in stats), default=0)
+        seen = [sum(s.position_drafted[i] for s in stats if i < len(s.position_drafted)) for i in range(depth)]
+        kept = [sum(s.position_accepted[i] for s in stats if i < len(s.position_accepted)) for i in range(depth)]
+        row.position_acceptance = [a / d for a, d in zip(kept, seen) if d] or None
     if temperature == 0 and hf is not None:
         row.exact_match = statistics.fmean(float(a == b) for a, b in zip(tokens, hf["tokens"]))
     return row
@@ -164,7 +169,8 @@ def check_targets(results: BenchResults) -> list[TargetCheck]:
         greedy = best_row(results, workload, 0.0, ("ours-draft",))
         hf_spec = best_row(results, workload, 0.0, ("hf-assisted", "hf-lookup"))
         sampled = best_row(results, workload, sampled_t, ("ours-draft",)) if sampled_t is not None else None
-        for key, description, threshold in TARGETS:
+        for key, description, thresholds in TARGETS:
+            threshold = thresholds.get(workload, thresholds["code"])
             value = band = None
             detail = "no draft-model row"
             if key == "greedy_vs_hf" and greedy is not None:
