@@ -58,14 +58,20 @@ class HeadDrafter:
     def retire(self, done: torch.Tensor) -> None:
         pass  # one row: the run ends with it
 
-    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
-        self._drafted = False
-        if k == 0 or self.state is None:
-            return _empty(self.device)
-        self._drafted = True
+    def _catch_up(self, k: int) -> torch.Tensor | None:
+        """Start a round: feed the caught-up tokens (their slots stay at commit) and return the
+        logits (1, V) after them; None when nothing is drafted (k = 0, or before the prefill)."""
+        self._drafted = k > 0 and self.state is not None
+        if not self._drafted:
+            return None
         self.state.mark_round()
-        self._caught_up = self.state.pending_width  # slots that stay at commit
-        logits = self.state.forward()[:, -1]  # (1, V) after the caught-up tokens
+        self._caught_up = self.state.pending_width
+        return self.state.forward()[:, -1]
+
+    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
+        logits = self._catch_up(k)  # (1, V)
+        if logits is None:
+            return _empty(self.device)
         tokens, qs = [], []
         for i in range(k):
             token, q = self._draw(logits, confidence=keep_drafting is not None)  # (1,), (1, V) or None
@@ -131,13 +137,9 @@ class HeadTreeDrafter(HeadDrafter):
         self.width, self.max_nodes = width, max_nodes
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
-        self._drafted = False
-        if k == 0 or self.state is None:
+        logits = self._catch_up(k)  # (1, V) the root's
+        if logits is None:
             return _empty(self.device)
-        self._drafted = True
-        self.state.mark_round()
-        self._caught_up = self.state.pending_width
-        logits = self.state.forward()[:, -1]  # (1, V) after the caught-up tokens: the root's
         expansion = _Expansion(self.state, self._log_probs(logits)[0], self.state.hidden[0, -1], self.width)
         for _ in range(k - 1):
             if not expansion.expand(self.head, self._log_probs):
