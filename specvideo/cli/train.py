@@ -290,6 +290,16 @@ def _add_train_sampler(kinds) -> None:
     v.add_argument(
         "--context-noise-max", type=int, default=d.context_noise_max, help="t_c drawn from [0, this]"
     )
+    v.add_argument(
+        "--rollout-share",
+        type=float,
+        default=d.rollout_share,
+        help="share of each batch whose context frames the model samples itself (0 = true context only)",
+    )
+    v.add_argument("--rollout-frames", type=int, default=d.rollout_frames, help="frames sampled before the target")
+    v.add_argument(
+        "--eval-rollout", type=int, default=d.eval_rollout, help="frames of the drift evaluation's rollout (0 = none)"
+    )
     v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
     v.add_argument("--eval-every", type=int, default=d.eval_every)
     v.add_argument("--threads", type=int, default=d.threads, help="torch threads (0 = torch's default)")
@@ -313,6 +323,9 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         ("--eval-every", args.eval_every, args.eval_every >= 1),
         ("--threads", args.threads, args.threads >= 0),
         ("--pixels-per-batch", args.pixels_per_batch, args.pixels_per_batch >= 64 * 64),
+        ("--rollout-share", args.rollout_share, 0 <= args.rollout_share <= 1),
+        ("--rollout-frames", args.rollout_frames, args.rollout_frames >= 1),
+        ("--eval-rollout", args.eval_rollout, args.eval_rollout >= 0),
     ):
         if not ok:
             raise ValueError(f"{flag} is out of range: {value}")
@@ -321,6 +334,7 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         **{k: getattr(args, k) for k in ("work", "init", "resume_from", "steps", "lr", "min_lr_ratio")},
         context_noise_max=args.context_noise_max,
         pixels_per_batch=args.pixels_per_batch,
+        **{k: getattr(args, k) for k in ("rollout_share", "rollout_frames", "eval_rollout")},
         **{k: getattr(args, k) for k in ("max_minutes", "eval_every", "threads", "seed", "device")},
     )
     if args.write_resume_point:

