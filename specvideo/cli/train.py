@@ -72,19 +72,32 @@ def _add_train_head(kinds) -> None:
 
     d = HeadConfig()
     h = kinds.add_parser(
-        "smollm2-head", help="the draft head on SmolLM2's features: cache them from the draft data, then train (resumable)"
+        "smollm2-head",
+        help="the draft head on SmolLM2's features: cache them from the draft data, then train (resumable)",
     )
     h.add_argument("--data", default=d.data, help="the smollm2-draft-data work directory")
     h.add_argument("--work", default=d.work)
     h.add_argument("--steps", type=int, default=d.steps)
     h.add_argument("--max-minutes", type=float, default=d.max_minutes)
     h.add_argument("--threads", type=int, default=d.threads)
+    h.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
+    h.add_argument(
+        "--ttt-steps",
+        type=int,
+        default=d.ttt_steps,
+        help="steps unrolled on the head's own features (EAGLE-3; 1 = none)",
+    )
+    h.add_argument(
+        "--init-head", metavar="DIR", help="an exported head to start from (default: the target's last layer)"
+    )
     h.set_defaults(run=_run_head)
     e = kinds.add_parser("smollm2-head-export", help="write models/smollm2-head (fp16) from the checkpoint")
     e.add_argument("--work", default=d.work)
     e.add_argument("--out", default=d.out)
     e.set_defaults(run=_run_head_export)
-    v = kinds.add_parser("smollm2-head-eval", help="greedy acceptance per draft position on the validation replies")
+    v = kinds.add_parser(
+        "smollm2-head-eval", help="greedy acceptance per draft position on the validation replies"
+    )
     v.add_argument("--work", default=d.work)
     v.add_argument("--head", default=d.out, help="the exported head directory")
     v.add_argument("--k", type=int, default=5)
@@ -105,9 +118,16 @@ def _run_head(args: argparse.Namespace) -> int:
 
     from specvideo.training.head import HeadConfig, compute_features, train
 
-    cfg = replace(
-        HeadConfig(), data=args.data, work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads
-    )
+    for flag, value, ok in (
+        ("--steps", args.steps, args.steps >= 1),
+        ("--lr", args.lr, args.lr > 0),
+        ("--ttt-steps", args.ttt_steps, 1 <= args.ttt_steps <= 8),
+        ("--threads", args.threads, args.threads >= 1),
+    ):
+        if not ok:
+            raise ValueError(f"{flag} is out of range: {value}")
+    keys = ("data", "work", "steps", "max_minutes", "threads", "lr", "ttt_steps", "init_head")
+    cfg = replace(HeadConfig(), **{k: getattr(args, k) for k in keys})
     target = _smollm2_target()
     compute_features(cfg, target)
     print(train(cfg, target))
@@ -135,10 +155,20 @@ def _run_head_eval(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     target = _smollm2_target()
     head = load_head(args.head, target).float()
-    vocab = ranked_vocabulary(args.head, args.draft_vocab, target.config.vocab_size) if args.draft_vocab else None
+    vocab = (
+        ranked_vocabulary(args.head, args.draft_vocab, target.config.vocab_size) if args.draft_vocab else None
+    )
     rows = torch.load(Path(args.work) / "features" / "valid.pt")["rows"]
     values = chain_acceptance(head, rows, vocab, args.k)
-    print(json.dumps({"rows": len(rows), "draft_vocab": args.draft_vocab, "acceptance_by_position": [round(v, 4) for v in values]}))
+    print(
+        json.dumps(
+            {
+                "rows": len(rows),
+                "draft_vocab": args.draft_vocab,
+                "acceptance_by_position": [round(v, 4) for v in values],
+            }
+        )
+    )
     return 0
 
 
@@ -296,15 +326,23 @@ def _add_train_sampler(kinds) -> None:
         default=d.rollout_share,
         help="share of each batch whose context frames the model samples itself (0 = true context only)",
     )
-    v.add_argument("--rollout-frames", type=int, default=d.rollout_frames, help="frames sampled before the target")
     v.add_argument(
-        "--eval-rollout", type=int, default=d.eval_rollout, help="frames of the drift evaluation's rollout (0 = none)"
+        "--rollout-frames", type=int, default=d.rollout_frames, help="frames sampled before the target"
+    )
+    v.add_argument(
+        "--eval-rollout",
+        type=int,
+        default=d.eval_rollout,
+        help="frames of the drift evaluation's rollout (0 = none)",
     )
     v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
     v.add_argument("--eval-every", type=int, default=d.eval_every)
     v.add_argument("--threads", type=int, default=d.threads, help="torch threads (0 = torch's default)")
     v.add_argument(
-        "--pixels-per-batch", type=int, default=d.pixels_per_batch, help="pixels a step sees (batch = this / crop^2)"
+        "--pixels-per-batch",
+        type=int,
+        default=d.pixels_per_batch,
+        help="pixels a step sees (batch = this / crop^2)",
     )
     add_seed_and_device(v, d.seed, d.device)
     v.set_defaults(run=_run_train_sampler)

@@ -10,7 +10,11 @@ trained on
     loss = CE(softmax(h_j W_vocab^T), target top-K at j)  +  reg_weight * SmoothL1(h_j, f_j)
 
 over the FR-Spec vocabulary (the ``vocab_size`` most frequent tokens of the data; the target's
-top-K renormalised inside it). Checkpoints by temp file and rename every ``eval_every`` steps; a
+top-K renormalised inside it). With ``ttt_steps`` S > 1 the head is also trained on its own
+predicted features, EAGLE-3's training-time test (``unroll``): step s feeds it h^{s-1}_{j-1} in
+place of f_{j-1} and lets position j attend to the true-feature keys up to j - s and to one key of
+each earlier step on its diagonal, exactly the context a depth-(s+1) draft has at decode time; the
+loss is averaged over the steps. ``init_head`` starts from an exported head. Checkpoints by temp file and rename every ``eval_every`` steps; a
 rerun resumes. Validation rows come from the ``valid`` shards (prompts from another seed).
 """
 
@@ -26,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from specvideo.text.head import DraftHead, save_head
+from specvideo.text.head import DraftHead, load_head, save_head
 from specvideo.text.vocab import save_token_ranking
 from specvideo.training.draft import _save, data_ranking, load_shards
 
@@ -48,6 +52,8 @@ class HeadConfig:
     feature_noise: float = 0.2  # uniform noise on the input features, in units of their RMS
     eval_every: int = 50
     valid_rows: int = 96
+    ttt_steps: int = 1  # S: steps unrolled on the head's own features (1 = teacher forcing only)
+    init_head: str | None = None  # an exported head to start from (None: from the target's layer)
     seed: int = 0
     threads: int = 2
 
@@ -107,26 +113,68 @@ def collate(rows: list[dict], full_to_sub: torch.Tensor, noise: float, g: torch.
     return ids, mask, inputs, f, top_ids, probs
 
 
-def head_loss(head: DraftHead, rows_w: torch.Tensor, batch, reg_weight: float) -> dict[str, torch.Tensor]:
+def unroll_mask(mask: torch.Tensor, s: int) -> torch.Tensor:
+    """(B, T) padding mask -> (B, 1, T, (s + 1) T) bool: at step s, query j sees the step-0 keys
+    i <= j - s and, of each step r = 1..s, the key at j - s + r (the drafted chain it extends)."""
+    T = mask.shape[1]
+    j, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    blocks = [i <= j - s] + [i == j - s + r for r in range(1, s + 1)]  # (T, T) each
+    keys = mask.bool().repeat(1, s + 1)  # (B, (s + 1) T)
+    return (torch.cat(blocks, dim=1)[None] & keys[:, None])[:, None]
+
+
+def unroll(
+    head: DraftHead, ids: torch.Tensor, inputs: torch.Tensor, mask: torch.Tensor, steps: int
+) -> list[torch.Tensor]:
+    """EAGLE-3's training-time test: h^0 from the true features f_{j-1} (B, T, d), then each step s
+    from the previous step's own predictions h^{s-1}_{j-1}, over a cache holding every earlier step's
+    keys (``unroll_mask``). Returns [h^0 .. h^{S-1}], each (B, T, d)."""
+    from transformers import DynamicCache
+
+    from specvideo.text.state import _forward_kwargs
+
+    model = head.llama.model
+    cache_name = _forward_kwargs(model).cache  # transformers 5: "cache"; 4.x: "past_key_values"
+    embeds = model.embed_tokens(ids)  # (B, T, d)
+    positions = torch.arange(ids.shape[1])[None].expand_as(ids)
+    cache, features, out = DynamicCache(config=head.config), inputs, []
+    for s in range(steps):
+        u = head.fc(torch.cat([embeds, features.to(embeds.dtype)], dim=-1))  # (B, T, d)
+        h = model(
+            inputs_embeds=u,
+            attention_mask=unroll_mask(mask, s),
+            position_ids=positions,
+            use_cache=True,
+            **{cache_name: cache},
+        ).last_hidden_state
+        out.append(h)
+        features = torch.cat([torch.zeros_like(h[:, :1]), h[:, :-1]], dim=1)  # h^s_{j-1}
+    return out
+
+
+def head_loss(
+    head: DraftHead, rows_w: torch.Tensor, batch, reg_weight: float, steps: int = 1
+) -> dict[str, torch.Tensor]:
     """Soft cross-entropy to the target's top-K inside the sub-vocabulary, feature regression, and
-    top-1 agreement with the target's argmax, over the real positions."""
+    top-1 agreement with the target's argmax, over the real positions, averaged over ``steps``
+    unrolled steps (``unroll``; position j of step s counts from j = s on); ``top1_s<s>`` per step."""
     ids, mask, inputs, f, top_ids, probs = batch
-    h = head(ids, inputs, mask)  # (B, T, d)
-    real = mask.bool()
-    logq = torch.log_softmax(h[real] @ rows_w.T, dim=-1)  # (N, V')
-    tid, p = top_ids[real], probs[real]  # (N, K)
-    inside = tid >= 0
-    p = p * inside
-    p = p / p.sum(-1, keepdim=True).clamp_min(1e-8)
-    ce = -(p * logq.gather(1, tid.clamp_min(0))).sum(-1)  # (N,)
-    keep = inside[:, 0]  # the target's argmax is in the sub-vocabulary
-    reg = F.smooth_l1_loss(h[real], f[real])
-    return {
-        "loss": ce[keep].mean() + reg_weight * reg,
-        "ce": ce[keep].mean(),
-        "reg": reg,
-        "top1": ((logq.argmax(-1) == tid[:, 0]) & keep).float().mean(),
-    }
+    hs = unroll(head, ids, inputs, mask, steps) if steps > 1 else [head(ids, inputs, mask)]
+    total, record = 0.0, {}
+    for s, h in enumerate(hs):
+        real = mask.bool() & (torch.arange(mask.shape[1]) >= s)[None]
+        logq = torch.log_softmax(h[real] @ rows_w.T, dim=-1)  # (N, V')
+        tid, p = top_ids[real], probs[real]  # (N, K)
+        inside = tid >= 0
+        p = p * inside
+        p = p / p.sum(-1, keepdim=True).clamp_min(1e-8)
+        ce = -(p * logq.gather(1, tid.clamp_min(0))).sum(-1)  # (N,)
+        keep = inside[:, 0]  # the target's argmax is in the sub-vocabulary
+        reg = F.smooth_l1_loss(h[real], f[real])
+        total = total + ce[keep].mean() + reg_weight * reg
+        top1 = ((logq.argmax(-1) == tid[:, 0]) & keep).float().mean()
+        record.update({"ce": ce[keep].mean(), "reg": reg, "top1": top1} if s == 0 else {f"top1_s{s}": top1})
+    return {"loss": total / len(hs), **record}
 
 
 def train(config: HeadConfig, target) -> Path:
@@ -140,7 +188,11 @@ def train(config: HeadConfig, target) -> Path:
     vocab = torch.tensor(sorted(data_ranking(train_rows, V)[: config.vocab_size]))
     full_to_sub = torch.full((V,), -1, dtype=torch.long)
     full_to_sub[vocab] = torch.arange(len(vocab))
-    head = DraftHead.from_target(target, config.init_layer)
+    head = (
+        load_head(config.init_head, target).train()
+        if config.init_head
+        else DraftHead.from_target(target, config.init_layer)
+    )
     rows_w = target.lm_head.weight[vocab].detach()  # (V', d) frozen
     params = [p for n, p in head.named_parameters() if "embed_tokens" not in n and "lm_head" not in n]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0, betas=(0.9, 0.95))
@@ -153,14 +205,28 @@ def train(config: HeadConfig, target) -> Path:
     rng, g = random.Random(config.seed + step), torch.Generator().manual_seed(config.seed + step)
     start, log = time.time(), (work / "log.jsonl").open("a")
     if step == 0:
-        log.write(json.dumps({"step": 0, **_evaluate(head, rows_w, valid_rows, full_to_sub, config), "config": asdict(config)}) + "\n")
+        log.write(
+            json.dumps(
+                {
+                    "step": 0,
+                    **_evaluate(head, rows_w, valid_rows, full_to_sub, config),
+                    "config": asdict(config),
+                }
+            )
+            + "\n"
+        )
     head.train()
     while step < config.steps and (time.time() - start) / 60 < config.max_minutes:
-        lr = config.lr * min(1.0, (step + 1) / config.warmup) * 0.5 * (1 + math.cos(math.pi * step / config.steps))
+        lr = (
+            config.lr
+            * min(1.0, (step + 1) / config.warmup)
+            * 0.5
+            * (1 + math.cos(math.pi * step / config.steps))
+        )
         for group in opt.param_groups:
             group["lr"] = lr
         batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub, config.feature_noise, g)
-        out = head_loss(head, rows_w, batch, config.reg_weight)
+        out = head_loss(head, rows_w, batch, config.reg_weight, config.ttt_steps)
         opt.zero_grad(set_to_none=True)
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -188,7 +254,9 @@ def _evaluate(head, rows_w, rows, full_to_sub, config: HeadConfig, batch_size: i
     sums, n = {}, 0
     for i in range(0, len(rows), batch_size):
         chunk = rows[i : i + batch_size]
-        out = head_loss(head, rows_w, collate(chunk, full_to_sub, 0.0, None), config.reg_weight)
+        out = head_loss(
+            head, rows_w, collate(chunk, full_to_sub, 0.0, None), config.reg_weight, config.ttt_steps
+        )
         for k, v in out.items():
             sums[k] = sums.get(k, 0.0) + v.item() * len(chunk)
         n += len(chunk)
@@ -197,7 +265,9 @@ def _evaluate(head, rows_w, rows, full_to_sub, config: HeadConfig, batch_size: i
 
 
 @torch.inference_mode()
-def chain_acceptance(head: DraftHead, rows: list[dict], vocab: torch.Tensor | None, k: int = 5, stride: int = 4) -> list[float]:
+def chain_acceptance(
+    head: DraftHead, rows: list[dict], vocab: torch.Tensor | None, k: int = 5, stride: int = 4
+) -> list[float]:
     """Greedy acceptance per draft position on stored replies (they are the target's greedy
     continuations): from every ``stride``-th reply position t, the head (run as at decode time, by
     LeanLlama, FR-Spec ``vocab``) drafts k tokens feeding its own features after the first; position
@@ -212,7 +282,9 @@ def chain_acceptance(head: DraftHead, rows: list[dict], vocab: torch.Tensor | No
         ids, f = row["ids"].long(), row["features"].float()
         inputs = torch.cat([torch.zeros(1, f.shape[1]), f[:-1]])  # (T, d) f_{j-1}
         start = row["start"]
-        state = CausalLMState(lean, ids[None, :start], torch.ones(1, start, dtype=torch.long), features=inputs[None, :start])
+        state = CausalLMState(
+            lean, ids[None, :start], torch.ones(1, start, dtype=torch.long), features=inputs[None, :start]
+        )
         state.keep_hidden = True
         state.forward()
         for t in range(start, len(ids) - 1):  # the head has seen x_0 .. x_t-1 with true features
@@ -240,5 +312,9 @@ def export(config: HeadConfig, target) -> Path:
     head.load_state_dict(torch.load(Path(config.work) / "train" / "ckpt.pt")["head"], strict=False)
     out = save_head(head, config.out)
     rows = torch.load(Path(config.work) / "features" / "train.pt")["rows"]
-    save_token_ranking(out, data_ranking(rows, target.config.vocab_size), "token counts of the self-distillation training shards")
+    save_token_ranking(
+        out,
+        data_ranking(rows, target.config.vocab_size),
+        "token counts of the self-distillation training shards",
+    )
     return out

@@ -83,7 +83,9 @@ def test_sampler_stage_trains_evaluates_resumes_and_runs_in_the_pipeline(tmp_pat
     cfg = tiny_cfg(tmp_path, init)
     result = vs.train_sampler(cfg)
     assert result["steps"] == 2 and np.isfinite(result["loss"]) and np.isfinite(result["tuning_x0_mse"])
-    assert {"synthetic_ssim_N2", "real_sharp_N1", "real_rollout_sharp", "synthetic_rollout_ssim"} <= set(result)
+    assert {"synthetic_ssim_N2", "real_sharp_N1", "real_rollout_sharp", "synthetic_rollout_ssim"} <= set(
+        result
+    )
     log = [json.loads(line) for line in (tmp_path / "work/sampler/log.jsonl").read_text().splitlines()]
     assert log[-1]["step"] == 2
     from dataclasses import replace
