@@ -301,6 +301,7 @@ def train_sampler(cfg: SamplerConfig) -> dict:
     scheduler = default_scheduler()
     ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
     P = cfg.context_frames
+    # longer clips for the drift evaluation draw other real crops: compare runs at one eval_rollout
     clips_eval = eval_clips(cfg, P + max(1, cfg.eval_rollout)).to(cfg.device)
     work = Path(cfg.work) / "sampler"
     work.mkdir(parents=True, exist_ok=True)
