@@ -106,6 +106,13 @@ def _add_train_head(kinds) -> None:
     v.set_defaults(run=_run_head_eval)
 
 
+def check_ranges(*checks: tuple[str, object, bool]) -> None:
+    """(flag, value, ok) triples: a clear error naming the first flag out of range."""
+    for flag, value, ok in checks:
+        if not ok:
+            raise ValueError(f"{flag} is out of range: {value}")
+
+
 def _smollm2_target():
     from specvideo.text.loading import load_causal_lm
     from specvideo.text.smollm import smollm2_dir
@@ -118,14 +125,12 @@ def _run_head(args: argparse.Namespace) -> int:
 
     from specvideo.training.head import HeadConfig, compute_features, train
 
-    for flag, value, ok in (
+    check_ranges(
         ("--steps", args.steps, args.steps >= 1),
         ("--lr", args.lr, args.lr > 0),
         ("--ttt-steps", args.ttt_steps, 1 <= args.ttt_steps <= 8),
         ("--threads", args.threads, args.threads >= 1),
-    ):
-        if not ok:
-            raise ValueError(f"{flag} is out of range: {value}")
+    )
     keys = ("data", "work", "steps", "max_minutes", "threads", "lr", "ttt_steps", "init_head")
     cfg = replace(HeadConfig(), **{k: getattr(args, k) for k in keys})
     target = _smollm2_target()
@@ -353,7 +358,7 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
 
     from specvideo.training.video_sampler import SamplerConfig, train_sampler, write_resume_point
 
-    for flag, value, ok in (
+    check_ranges(
         ("--steps", args.steps, args.steps >= 1),
         ("--lr", args.lr, args.lr > 0),
         ("--min-lr-ratio", args.min_lr_ratio, 0 <= args.min_lr_ratio <= 1),
@@ -364,9 +369,7 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         ("--rollout-share", args.rollout_share, 0 <= args.rollout_share <= 1),
         ("--rollout-frames", args.rollout_frames, args.rollout_frames >= 1),
         ("--eval-rollout", args.eval_rollout, args.eval_rollout >= 0),
-    ):
-        if not ok:
-            raise ValueError(f"{flag} is out of range: {value}")
+    )
     cfg = replace(
         SamplerConfig(),
         **{k: getattr(args, k) for k in ("work", "init", "resume_from", "steps", "lr", "min_lr_ratio")},

@@ -87,3 +87,12 @@ def test_unrolled_steps_see_what_a_chain_of_own_features_sees(tmp_path):
     out = head_loss(head.train(), rows_w, batch, 1.0, steps)
     out["loss"].backward()
     assert {"top1", "top1_s1", "top1_s2"} <= set(out) and head.fc.weight.grad is not None
+
+
+def test_head_cli_refuses_out_of_range_flags(capsys):
+    from specvideo.cli import main
+
+    assert main(["train", "smollm2-head", "--ttt-steps", "0"]) == 2
+    assert "--ttt-steps is out of range: 0" in capsys.readouterr().err
+    assert main(["train", "smollm2-head", "--lr", "-1"]) == 2
+    assert "--lr is out of range: -1.0" in capsys.readouterr().err
