@@ -123,8 +123,13 @@ def _smollm2_target():
 def _run_head(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from specvideo.text.head import is_draft_head
     from specvideo.training.head import HeadConfig, compute_features, train
 
+    if args.init_head and not is_draft_head(args.init_head):
+        raise ValueError(
+            f"--init-head {args.init_head} is not an exported draft head (smollm2-head-export writes one)"
+        )
     check_ranges(
         ("--steps", args.steps, args.steps >= 1),
         ("--lr", args.lr, args.lr > 0),

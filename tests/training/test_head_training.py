@@ -96,3 +96,5 @@ def test_head_cli_refuses_out_of_range_flags(capsys):
     assert "--ttt-steps is out of range: 0" in capsys.readouterr().err
     assert main(["train", "smollm2-head", "--lr", "-1"]) == 2
     assert "--lr is out of range: -1.0" in capsys.readouterr().err
+    assert main(["train", "smollm2-head", "--init-head", "/nonexistent/head"]) == 2
+    assert "--init-head /nonexistent/head is not an exported draft head" in capsys.readouterr().err
