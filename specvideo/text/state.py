@@ -23,6 +23,7 @@ repacks every row's real slots to the left, so a ragged batch's cache stays near
 from __future__ import annotations
 
 import inspect
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, PreTrainedModel
@@ -61,7 +62,7 @@ class CausalLMState:
         self.full = bool(self.pending_valid.all())  # no hole anywhere: no attention mask needed
         self.max_position = context_length(model) - 1
         self.round_start = 0
-        self._kwargs = _forward_kwargs(model)
+        self._kwargs = forward_kwargs(model)
 
     @property
     def length(self) -> int:
@@ -263,16 +264,18 @@ class CausalLMState:
         self.round_start = min(self.round_start, order.shape[1])
 
 
-class _Kwargs:
-    def __init__(self, cache: str, logits_to_keep: bool):
-        self.cache = cache
-        self.logits_to_keep = logits_to_keep
+@dataclass(frozen=True)
+class ForwardKwargs:
+    """The names a model's forward takes: its cache keyword, and whether it takes logits_to_keep."""
+
+    cache: str
+    logits_to_keep: bool
 
 
-def _forward_kwargs(model: PreTrainedModel) -> _Kwargs:
+def forward_kwargs(model: PreTrainedModel) -> ForwardKwargs:
     """transformers 5 renamed ``past_key_values`` to ``cache``; support both spellings."""
     params = inspect.signature(model.forward).parameters
-    return _Kwargs("cache" if "cache" in params else "past_key_values", "logits_to_keep" in params)
+    return ForwardKwargs("cache" if "cache" in params else "past_key_values", "logits_to_keep" in params)
 
 
 def context_length(model: PreTrainedModel) -> int:

@@ -131,10 +131,10 @@ def unroll(
     keys (``unroll_mask``). Returns [h^0 .. h^{S-1}], each (B, T, d)."""
     from transformers import DynamicCache
 
-    from specvideo.text.state import _forward_kwargs
+    from specvideo.text.state import forward_kwargs
 
     model = head.llama.model
-    cache_name = _forward_kwargs(model).cache  # transformers 5: "cache"; 4.x: "past_key_values"
+    cache_name = forward_kwargs(model).cache  # transformers 5: "cache"; 4.x: "past_key_values"
     embeds = model.embed_tokens(ids)  # (B, T, d)
     positions = torch.arange(ids.shape[1])[None].expand_as(ids)
     cache, features, out = DynamicCache(config=head.config), inputs, []
