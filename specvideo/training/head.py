@@ -15,7 +15,8 @@ predicted features, EAGLE-3's training-time test (``unroll``): step s feeds it h
 place of f_{j-1} and lets position j attend to the true-feature keys up to j - s and to one key of
 each earlier step on its diagonal, exactly the context a depth-(s+1) draft has at decode time; the
 loss is averaged over the steps. ``init_head`` starts from an exported head. Checkpoints by temp
-file and rename every ``eval_every`` steps; a rerun resumes. Validation rows come from the ``valid`` shards (prompts from another seed).
+file and rename every ``eval_every`` steps; a rerun resumes. Validation rows come from the
+``valid`` shards (prompts from another seed).
 """
 
 from __future__ import annotations
