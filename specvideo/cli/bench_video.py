@@ -66,6 +66,13 @@ def add(kinds) -> None:
         help="further draft lengths k of the sweep and refine-all, beside -k",
     )
     v.add_argument("--refine-steps", metavar="M", type=int, default=d.num_refine_steps)
+    v.add_argument(
+        "--sweep-refine-steps",
+        metavar="LIST",
+        type=ints,
+        default=d.sweep_refine_steps,
+        help="further refinement step counts m of the sweep and refine-all, beside --refine-steps",
+    )
     v.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
     v.add_argument(
         "--steps",
@@ -110,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         schedule=args.schedule,
         num_inference_steps=args.steps,
         sweep_draft_frames=args.sweep_draft_frames,
+        sweep_refine_steps=args.sweep_refine_steps,
         seed=args.seed,
         device=args.device,
         report=args.report,
@@ -153,6 +161,8 @@ def argv_of(c) -> list[str]:
     argv += ["--num-draft-frames", str(c.num_draft_frames), "--refine-steps", str(c.num_refine_steps)]
     if c.sweep_draft_frames:
         argv += ["--sweep-draft-frames", ",".join(map(str, c.sweep_draft_frames))]
+    if c.sweep_refine_steps:
+        argv += ["--sweep-refine-steps", ",".join(map(str, c.sweep_refine_steps))]
     argv += ["--schedule", c.schedule] + (
         ["--steps", str(c.num_inference_steps)] if c.num_inference_steps else []
     )

@@ -224,10 +224,15 @@ def test_targets_json_and_report(results, tmp_path):
     assert "![KID against seconds per frame](video_realism.png)" in written
     assert "| KID↔GT ×10³ [seeds] |" in written and "Targets of the sampler:" in written
     sampler = check_sampler_targets(results)
-    assert {text for _, text, _, _ in sampler} >= {"reference N >= 4", "the target beats every drafter on KID"}
+    assert {text for _, text, _, _ in sampler} >= {
+        "reference N >= 4",
+        "the target beats every drafter on KID",
+    }
     assert [w for w, *_ in sampler].count("synthetic") == len(sampler) // 2
     pooled = results.pooled_check["synthetic"]
     assert pooled[1] > 0 and set(pooled[2]) >= {DEFAULT_NAME, f"spec-copy-s{D.strength:g}-t{D.threshold:g}"}
+    true_context = [t for w, t, *_ in sampler if w == "synthetic" and "true-context" in t]
+    assert len(true_context) == 1 and "true-context rounds" in written
 
 
 def test_tuning_split_gets_its_own_section_and_a_default_choice(tmp_path):
@@ -308,6 +313,33 @@ def test_draft_length_sweep():
         config(sweep_draft_frames=(0,))
     argv = " ".join(argv_of(cfg))  # the report's command reproduces the sweep
     assert "--num-draft-frames 4 --refine-steps 1 --sweep-draft-frames 8" in argv
+
+
+def test_refine_steps_sweep():
+    """m beside the base refinement steps: every (k, m) pair gets refine-all and the tau x s rows."""
+    base = D.num_refine_steps
+    cfg = config(
+        thresholds=(0.5,), strengths=(0.6,), sweep_draft_frames=(8,), sweep_refine_steps=(4, base, 4)
+    )
+    assert cfg.sweep_refine_steps == (4,)
+    methods = build_methods(cfg, ("flow",))
+    spec = [m for m in methods if m.family in ("refine-all", "speculative") and m.drafter == "flow"]
+    named = {m.name: (m.setting.num_draft_frames, m.setting.num_refine_steps) for m in spec}
+    k = D.num_draft_frames
+    assert named == {
+        "refine-all-flow": (k, base),
+        "refine-all-flow-m4": (k, 4),
+        "refine-all-flow-k8": (8, base),
+        "refine-all-flow-k8-m4": (8, 4),
+        "spec-flow-s0.6-t0.5": (k, base),
+        "spec-flow-s0.6-t0.5-m4": (k, 4),
+        "spec-flow-s0.6-t0.5-k8": (8, base),
+        "spec-flow-s0.6-t0.5-k8-m4": (8, 4),
+        "default": (k, base),
+    }
+    with pytest.raises(ValueError, match="sweep_refine_steps"):
+        config(sweep_refine_steps=(0,))
+    assert f"--refine-steps {base} --sweep-draft-frames 8 --sweep-refine-steps 4" in " ".join(argv_of(cfg))
 
 
 def test_the_error_a_draft_inherits():
@@ -419,16 +451,20 @@ def test_cli_clip_too_short(model_dir, tmp_path, capsys):
 
 
 def test_true_context_checks(results):
-    """One check per workload x sweep drafter x strength, over rounds cut from the true clips."""
+    """One check per workload x drafter x strength over rounds cut from the true clips, then the
+    drafts of every drafter pooled: the check ranking one drafter's drafts against another's."""
+    from specvideo.bench.video.local import POOLED
     from specvideo.bench.video.report import local_section
 
     checks = results.local_checks
+    drafters = ("copy", "linear", "flow", "learned")
     assert [(c.workload, c.drafter, c.strength) for c in checks] == [
-        (w, d, D.strength) for w in results.workloads for d in ("flow", "learned")
+        (w, d, D.strength) for w in results.workloads for d in (*drafters, POOLED)
     ]
     for c in checks:
         clips = len(results.clips[c.workload])
-        assert c.num_drafts == clips * F  # k = 4 > F: one round of F frames per clip
+        # k = 4 > F: one round of F frames per clip
+        assert c.num_drafts == clips * F * (len(drafters) if c.drafter == POOLED else 1)
         assert 0 <= c.worse_share <= 1
         assert c.spearman is None or -1 <= c.spearman <= 1
         assert c.auc is None or 0 <= c.auc <= 1

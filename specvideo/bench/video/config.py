@@ -13,6 +13,10 @@ Methods, all on the same clips with the same generator seed per clip (docs/ARCHI
     spec-<d>-s<s>-t<tau>   speculative, for each sweep drafter x strength s x threshold tau
     ...-k<k>               the same at each further draft length k of ``sweep_draft_frames``
                            (refine-all too); the rows without the suffix use ``num_draft_frames``
+    ...-m<m>               the same at each further number m of refinement steps of
+                           ``sweep_refine_steps`` (refine-all too): m DDPM steps from t(s) make the
+                           refined frame a sample (SDEdit) rather than the one-step posterior mean;
+                           the rows without the suffix use ``num_refine_steps``
     default                VIDEO_DEFAULTS' speculative setting, when the sweep does not contain it
 """
 
@@ -69,6 +73,8 @@ class BenchVideoConfig:
     target N, found from the target-only rows, which run first on every clip.
     sweep_draft_frames: further draft lengths k for the sweep and refine-all, beside
     ``num_draft_frames`` (a longer round batches more frames per UNet pass).
+    sweep_refine_steps: further refinement step counts m for the sweep and refine-all, beside
+    ``num_refine_steps``.
     """
 
     model: str | None = None
@@ -91,6 +97,7 @@ class BenchVideoConfig:
     schedule: str = D.schedule
     num_inference_steps: int | None = None
     sweep_draft_frames: tuple[int, ...] = ()
+    sweep_refine_steps: tuple[int, ...] = ()
     seed: int = 0
     device: str = "cpu"
     report: str = "docs/BENCHMARKS.md"
@@ -98,10 +105,14 @@ class BenchVideoConfig:
     def __post_init__(self) -> None:
         for name in ("clips", "drafters", "sweep_drafters", "thresholds", "strengths", "target_steps"):
             object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
-        for k in self.sweep_draft_frames:
-            _check_int("sweep_draft_frames", k, 1)
-        extra = [k for k in dict.fromkeys(self.sweep_draft_frames) if k != self.num_draft_frames]
-        object.__setattr__(self, "sweep_draft_frames", tuple(extra))
+        for name, base in (
+            ("sweep_draft_frames", "num_draft_frames"),
+            ("sweep_refine_steps", "num_refine_steps"),
+        ):
+            for k in getattr(self, name):
+                _check_int(name, k, 1)
+            extra = [k for k in dict.fromkeys(getattr(self, name)) if k != getattr(self, base)]
+            object.__setattr__(self, name, tuple(extra))
         object.__setattr__(self, "target_steps", tuple(sorted(self.target_steps)))
         for name in ("num_frames", "num_draft_frames", "num_refine_steps", "num_seeds"):
             _check_int(name, getattr(self, name), 1)
@@ -169,23 +180,25 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
     sweep = [d for d in config.sweep_drafters if d in available]
     methods += [Method(f"first-target+{d}", "first-target", d) for d in sweep]
 
-    def setting(d: str, tau: float, s: float, k: int) -> SpecSetting:
-        return SpecSetting(d, tau, s, config.metric, k, config.num_refine_steps, config.schedule)
+    def setting(d: str, tau: float, s: float, k: int, m: int) -> SpecSetting:
+        return SpecSetting(d, tau, s, config.metric, k, m, config.schedule)
 
-    lengths = {
-        k: "" if k == config.num_draft_frames else f"-k{k}"
+    shapes = {  # (k, m) -> the name's suffix
+        (k, m): ("" if k == config.num_draft_frames else f"-k{k}")
+        + ("" if m == config.num_refine_steps else f"-m{m}")
         for k in (config.num_draft_frames, *config.sweep_draft_frames)
+        for m in (config.num_refine_steps, *config.sweep_refine_steps)
     }
     methods += [
-        Method(f"refine-all-{d}{tail}", "refine-all", d, setting(d, -math.inf, D.strength, k))
-        for k, tail in lengths.items()
+        Method(f"refine-all-{d}{tail}", "refine-all", d, setting(d, -math.inf, D.strength, k, m))
+        for (k, m), tail in shapes.items()
         for d in sweep
     ]
-    for k, tail in lengths.items():
+    for (k, m), tail in shapes.items():
         for d in sweep:
             for s in config.strengths:
                 for t in config.thresholds:
-                    spec = setting(d, t, s, k)
+                    spec = setting(d, t, s, k, m)
                     name = f"spec-{d}-s{s:g}-t{t:g}{tail}"
                     methods.append(Method(name, "speculative", d, spec, spec == DEFAULT_SETTING))
     if not any(m.is_default for m in methods):

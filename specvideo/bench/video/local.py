@@ -7,7 +7,9 @@ the true frames; the drafter drafts them, the verifier scores them exactly as a 
 pipeline does (draft i conditioned on the context plus drafts 1..i-1, one batched refinement at
 strength s), and the reference target generates the same k frames from the same true context
 (N steps, autoregressively). Spearman of score against the draft's SSIM to the truth, and ROC-AUC of
-"score < tau" as a detector of drafts below the target's frame, pooled over a workload's rounds.
+"score < tau" as a detector of drafts below the target's frame, pooled over a workload's rounds, for
+each drafter and pooled over all of them (``POOLED``: a check must rank a bad drafter's drafts
+below a good one's, not only order one drafter's drafts).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from specvideo.video.drafters import FrameDrafter
 from specvideo.video.metrics import similarity, ssim
 from specvideo.video.pipeline import pad_to_multiple
 from specvideo.video.verifier import DiffusionVerifier
+
+POOLED = "all drafters"
 
 
 @dataclass
@@ -115,6 +119,7 @@ def true_context_checks(
                 rounds_of.append(
                     (r_seed, window, truth, target_rollout(verifier, window, k, steps[workload], r_seed))
                 )
+        pooled = {s: [] for s in strengths}
         for name, drafter in drafters.items():
             drafts = [drafter.propose(w[None], k)[0].float().cpu() for _, w, _, _ in rounds_of]
             for s in strengths:
@@ -127,6 +132,9 @@ def true_context_checks(
                     for (r_seed, w, truth, target), d in zip(rounds_of, drafts)
                 ]
                 checks.append(_pool(workload, name, s, metric, rounds))
+                pooled[s] += rounds
+        if len(drafters) > 1:
+            checks += [_pool(workload, POOLED, s, metric, rounds) for s, rounds in pooled.items()]
     return checks
 
 

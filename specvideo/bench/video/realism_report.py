@@ -9,12 +9,15 @@ fidelity to the target per method, and the targets the video target is held to a
   clock and >= 5x fewer sequential passes;
 - the check discriminates: pooled over the drafters run at the default setting, Spearman >= 0.5
   between a draft's score and its SSIM to the truth; acceptance in [0.3, 0.97] at the default.
+  The same Spearman pooled over every drafter's true-context rounds (``local``: the check alone,
+  without the error a draft inherits from the frames emitted before it) is reported beside it.
 """
 
 from __future__ import annotations
 
 from specvideo.bench.measure import spearman
 from specvideo.bench.video.generative import GenerativeScore
+from specvideo.bench.video.local import POOLED
 from specvideo.bench.video.results import BenchVideoResults
 
 MIN_REFERENCE_N = 4
@@ -171,7 +174,19 @@ def _discrimination(results, w, default) -> list:
     ]
     rho, n, names = pooled if pooled else (None, 0, [])
     rate = default.acceptance_rate if default else None
-    return [
+    s = results.settings.get("default_setting", {}).get("strength")
+    local = [c for c in results.local_checks if c.workload == w and c.drafter == POOLED]
+    local = [c for c in local if c.strength == s] or local[:1]
+    rows = [
+        (
+            w,
+            f"pooled over every drafter's true-context rounds (the check alone): Spearman >= {MIN_POOLED_SPEARMAN:g}",
+            None if c.spearman is None else c.spearman >= MIN_POOLED_SPEARMAN,
+            f"{_opt(c.spearman, '{:.3f}')} over {c.num_drafts} drafts at s {c.strength:g}",
+        )
+        for c in local
+    ]
+    return rows + [
         (
             w,
             texts[0],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from specvideo.bench.report import atomic_write, command_block, fmt_load, replace_section
 from specvideo.bench.video.inplace import in_place_table
-from specvideo.bench.video.local import local_table
+from specvideo.bench.video.local import POOLED, local_table
 from specvideo.bench.video.realism_report import format_sampler_targets, generative_table, realism_vs_steps
 from specvideo.bench.video.results import BenchVideoResults
 from specvideo.bench.video.scoring import VideoMethodResult
@@ -300,7 +300,8 @@ def local_section(results: BenchVideoResults) -> list[str]:
         "The check on rounds drafted from the true context (no inherited drift; "
         "`specvideo/bench/video/local.py`): each clip cut into rounds of k frames that start from true "
         "frames, scored as the pipeline scores a round, against the reference target's frames from the "
-        "same context."
+        f"same context; every drafter alone, then their drafts pooled ({POOLED}: does the check rank "
+        "one drafter's drafts against another's?)."
     )
     return _per_workload(results, intro, lambda w: local_table(results.local_checks, w))
 
@@ -332,6 +333,11 @@ def _more_k(settings: dict) -> str:
     return f" (and {', '.join(map(str, more))} in the rows named -k<k>)" if more else ""
 
 
+def _more_m(settings: dict) -> str:
+    more = settings.get("sweep_refine_steps") or ()
+    return f" (and {', '.join(map(str, more))} in the rows named -m<m>)" if more else ""
+
+
 def _notes(results: BenchVideoResults) -> list[str]:
     m, s, e = results.machine, results.settings, results.estimate
     d = s["default_setting"]
@@ -356,7 +362,7 @@ def _notes(results: BenchVideoResults) -> list[str]:
         f"- Target-only at N ∈ {{{', '.join(map(str, s['target_steps']))}}}; the reference target is the cheapest N "
         "whose KID to the truth is within the seed-to-seed spread of the best N's (at most its worst seed), per "
         "workload; every × ref is against it.",
-        f"- Speculative: k = {s['num_draft_frames']}{_more_k(s)} ({s['schedule']} schedule), m = {s['num_refine_steps']} "
+        f"- Speculative: k = {s['num_draft_frames']}{_more_k(s)} ({s['schedule']} schedule), m = {s['num_refine_steps']}{_more_m(s)} "
         f"refinement step(s), corrections and first-frame routing with N = "
         f"{', '.join(f'{n} ({w})' for w, n in s['correction_steps'].items())} (each workload's reference N unless "
         f"--steps is given), metric {s['metric']}; sweep τ ∈ "

@@ -86,10 +86,9 @@ def run_benchmark(
             if method.family != "target":
                 run.method(method, workload, index, clip, steps[workload])
     run.bar.close()
-    sweep = {d: drafters[d] for d in config.sweep_drafters if d in drafters}
-    local = true_context_checks(
+    local = true_context_checks(  # every drafter, each alone and pooled: the check's discrimination
         pipe.verifier,
-        sweep,
+        drafters,
         workloads,
         config.strengths,
         config.metric,
