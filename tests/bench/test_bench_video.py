@@ -40,6 +40,7 @@ from specvideo.video.verifier import DiffusionVerifier
 from tests.helpers import tiny_unet
 
 P, SIZE, N, F = 2, 16, 3, 3  # context frames, resolution, full-sampler steps, generated frames
+M = D.num_refine_steps  # refinement steps of every speculative row
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -56,6 +57,7 @@ def config(**kwargs) -> BenchVideoConfig:
         num_frames=F,
         thresholds=(-1.0, D.threshold),  # SSIM >= -1 always: every draft accepted
         strengths=(D.strength,),
+        num_refine_steps=D.num_refine_steps,
         target_steps=(1, N),
         num_inference_steps=N,
         num_seeds=2,
@@ -123,15 +125,15 @@ def test_numbers_add_up(results):
             assert r.pass_ratio is None
         elif r.family == "first-target":
             assert r.unet_evals_per_frame == pytest.approx(N / F)
-        elif r.family == "refine-all":  # every draft refined and kept: m = 1 evaluation per frame
-            assert r.acceptance_rate == 1.0 and r.unet_evals_per_frame == 1.0 and r.threshold is None
+        elif r.family == "refine-all":  # every draft refined and kept: m evaluations per frame
+            assert r.acceptance_rate == 1.0 and r.unet_evals_per_frame == M and r.threshold is None
         else:
             assert 0 <= r.acceptance_rate <= 1 and r.num_scored > 0
             assert r.spearman is None or -1 <= r.spearman <= 1
             assert r.auc is None or 0 <= r.auc <= 1
             assert r.unet_passes_per_frame <= r.unet_evals_per_frame  # a round's k drafts share passes
-        if r.threshold == -1.0:  # every draft accepted: one refinement evaluation per frame
-            assert r.acceptance_rate == 1.0 and r.unet_evals_per_frame == 1.0
+        if r.threshold == -1.0:  # every draft accepted: m refinement evaluations per frame
+            assert r.acceptance_rate == 1.0 and r.unet_evals_per_frame == M
             assert all(a == 1.0 for a in r.per_position_acceptance)
             assert r.num_scored == F * len(r.seconds)
     for w in results.workloads:
@@ -273,8 +275,8 @@ def test_runtime_estimate_bounds():
     K = cfg.num_seeds  # every stochastic method runs K seeds; the drafters alone once
     assert est.baselines_s == 2 * K * (F * 1 + F * N + N)  # target-only at N = 1 and N + first-target+flow
     # speculative rows add the in-place check: N evaluations for each of >= F scored drafts
-    assert est.sweep_low_s == 2 * K * (spec * F * (N + 1) + refine_all * F)
-    assert est.sweep_high_s == 2 * K * (spec * F * (2 * N + 1) + refine_all * F * (N + 1))
+    assert est.sweep_low_s == 2 * K * (spec * F * (N + M) + refine_all * F * M)
+    assert est.sweep_high_s == 2 * K * (spec * F * (2 * N + M) + refine_all * F * (N + M))
     drafts = sum(m.family == "draft" for m in methods)
     assert "runs" in est.line() and est.runs == 2 * (K * (len(methods) - drafts) + drafts)
     assert est.unet_time_ratio(1, 0.25, 1.0) is None and est.pass_time(4) is None  # no curve measured
@@ -312,34 +314,35 @@ def test_draft_length_sweep():
     with pytest.raises(ValueError, match="sweep_draft_frames"):
         config(sweep_draft_frames=(0,))
     argv = " ".join(argv_of(cfg))  # the report's command reproduces the sweep
-    assert "--num-draft-frames 4 --refine-steps 1 --sweep-draft-frames 8" in argv
+    assert f"--num-draft-frames 4 --refine-steps {M} --sweep-draft-frames 8" in argv
 
 
 def test_refine_steps_sweep():
     """m beside the base refinement steps: every (k, m) pair gets refine-all and the tau x s rows."""
-    base = D.num_refine_steps
+    base, m = M, M + 1
     cfg = config(
-        thresholds=(0.5,), strengths=(0.6,), sweep_draft_frames=(8,), sweep_refine_steps=(4, base, 4)
+        thresholds=(0.5,), strengths=(0.6,), sweep_draft_frames=(8,), sweep_refine_steps=(m, base, m)
     )
-    assert cfg.sweep_refine_steps == (4,)
+    assert cfg.sweep_refine_steps == (m,)  # the base m and repeats dropped
     methods = build_methods(cfg, ("flow",))
-    spec = [m for m in methods if m.family in ("refine-all", "speculative") and m.drafter == "flow"]
-    named = {m.name: (m.setting.num_draft_frames, m.setting.num_refine_steps) for m in spec}
+    rows = [r for r in methods if r.family in ("refine-all", "speculative") and r.drafter == "flow"]
+    named = {r.name: (r.setting.num_draft_frames, r.setting.num_refine_steps) for r in rows}
     k = D.num_draft_frames
     assert named == {
         "refine-all-flow": (k, base),
-        "refine-all-flow-m4": (k, 4),
+        f"refine-all-flow-m{m}": (k, m),
         "refine-all-flow-k8": (8, base),
-        "refine-all-flow-k8-m4": (8, 4),
+        f"refine-all-flow-k8-m{m}": (8, m),
         "spec-flow-s0.6-t0.5": (k, base),
-        "spec-flow-s0.6-t0.5-m4": (k, 4),
+        f"spec-flow-s0.6-t0.5-m{m}": (k, m),
         "spec-flow-s0.6-t0.5-k8": (8, base),
-        "spec-flow-s0.6-t0.5-k8-m4": (8, 4),
+        f"spec-flow-s0.6-t0.5-k8-m{m}": (8, m),
         "default": (k, base),
     }
     with pytest.raises(ValueError, match="sweep_refine_steps"):
         config(sweep_refine_steps=(0,))
-    assert f"--refine-steps {base} --sweep-draft-frames 8 --sweep-refine-steps 4" in " ".join(argv_of(cfg))
+    argv = " ".join(argv_of(cfg))
+    assert f"--refine-steps {base} --sweep-draft-frames 8 --sweep-refine-steps {m}" in argv
 
 
 def test_the_error_a_draft_inherits():

@@ -8,6 +8,7 @@ import torch
 from diffusers import UNet2DModel
 from PIL import Image
 
+from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import CopyLastDrafter, LinearDrafter
 from specvideo.video.io import tensor_to_frames
 from specvideo.video.pipeline import SpeculativeVideoPipeline
@@ -108,8 +109,8 @@ def test_rejecting_every_draft_reproduces_target_mode(pipe):
     torch.testing.assert_close(spec.frames, target.frames, rtol=0, atol=0)
     assert target.stats.unet_evals == 6 * N == target.stats.target_only_calls
     assert spec.stats.accepted == 0 and not any(spec.stats.frame_accepted)
-    # the same full-sampler evaluations, plus one refinement pass per drafted frame
-    assert spec.stats.unet_evals == 6 * N + spec.stats.drafted * 1
+    # the same full-sampler evaluations, plus m refinement steps per drafted frame
+    assert spec.stats.unet_evals == 6 * N + spec.stats.drafted * D.num_refine_steps
 
 
 def test_accepting_every_draft_costs_only_the_refinement(pipe):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from specvideo.video import DiffusionVerifier, FlowDrafter, LinearDrafter, SpeculativeVideoPipeline
+from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.rounds import FrameNoise
 from specvideo.video.verifier import default_scheduler
 from tests.video.test_pipeline import SIZE, context_uint8, tiny_unet
@@ -42,7 +43,8 @@ def test_low_precision_unet_runs_with_right_shapes_counters_and_stop(dtype):
     stats = out.stats
     assert stats.emitted == 6 and len(stats.frame_accepted) == 6
     corrections = sum(1 for s, a in zip(stats.frame_scores, stats.frame_accepted) if not a)
-    assert stats.unet_evals == stats.drafted * 1 + corrections * 3  # m = 1 per draft, N = 3 per correction
+    m = D.num_refine_steps  # the default m per draft, N = 3 per correction
+    assert stats.unet_evals == stats.drafted * m + corrections * 3
     assert all(-1 <= s.score <= 1 for s in stats.scored_drafts)  # scores computed in fp32
     target = call(pipe, num_frames=4, mode="target")
     assert target.stats.unet_evals == 4 * 3 and target.stats.unet_passes == 4 * 3
