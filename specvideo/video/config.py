@@ -11,7 +11,9 @@ tau 0.98 / 0.99) that run >= 3x faster than the reference target with >= 5x fewe
 passes on both workloads, the one with the lowest KID to the truth: m 4, tau 0.9 (shapes KID x
 1000 77 against the previous default's 95 (m 1, tau 0.95) and the target's 90 [71-109];
 sharpness 0.44 against 0.29; 3.7x the reference target's wall clock against 8.3x). On real clips
-every setting accepted every flow draft. The held-out split reports these settings.
+every setting accepted every flow draft. The held-out split reports these settings: there the
+reference target is N = 8 (the tuning sweep measured N 8 and 16 only), and the default keeps the
+target's realism at 2.1-2.4x its wall clock, short of the 3x asked (docs/BENCHMARKS.md "Video").
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ class VideoConfig:
     fps: float = 8.0
     # frames are generated at the input's resolution, downscaled on decode to this longer side at
     # most (aspect kept): the UNet is fully convolutional, its cost grows with the pixels. Measured
-    # (2-core CPU, alone, the sampler-stage UNet, k 4, N 8, all 16 drafts accepted): a 16-frame
-    # continuation of vtest.avi took 0.6 s at 64 px (0.04 s / frame), 7.6 s at 256 (192 x 256),
-    # 16.0 s at 320 (240 x 320, 1.0 s / frame) and 27.0 s at 384, plus ~10 s of loading; a rejected
-    # draft adds N evaluations. 320 keeps a 320 x 240 clip whole and a continuation near the minute.
+    # (2-core CPU, alone, the sampler-stage UNet, k 4, all 16 drafts accepted): a 16-frame
+    # continuation of vtest.avi with these defaults (m 4) took 1.9 s of generation at 64 px (0.12 s /
+    # frame) and 64.9 s at 320 (240 x 320, 4.1 s / frame), plus ~12 s of loading and encoding; with
+    # m 1 it took 0.6 s at 64, 7.6 s at 256, 16.0 s at 320 and 27.0 s at 384. A rejected draft adds
+    # N = 8 evaluations. 320 keeps a 320 x 240 clip whole and a continuation near the minute.
     max_side: int = 320
 
 
