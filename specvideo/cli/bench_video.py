@@ -53,26 +53,24 @@ def add(kinds) -> None:
         ("--thresholds", floats, d.thresholds, "tau values to sweep"),
         ("--strengths", floats, d.strengths, "s values to sweep"),
         ("--target-steps", ints, d.target_steps, "N values of the target-only rows"),
+        (
+            "--sweep-draft-frames",
+            ints,
+            d.sweep_draft_frames,
+            "further draft lengths k of the sweep and refine-all, beside -k",
+        ),
+        (
+            "--sweep-refine-steps",
+            ints,
+            d.sweep_refine_steps,
+            "further refinement step counts m of the sweep and refine-all, beside --refine-steps",
+        ),
     ]
     for flag, parse, default, help in lists:
         v.add_argument(flag, metavar="LIST", type=parse, default=default, help=help)
     v.add_argument("--metric", default=d.metric, choices=METRICS, help="similarity scored against tau")
     v.add_argument("--num-draft-frames", "-k", metavar="K", type=int, default=d.num_draft_frames)
-    v.add_argument(
-        "--sweep-draft-frames",
-        metavar="LIST",
-        type=ints,
-        default=d.sweep_draft_frames,
-        help="further draft lengths k of the sweep and refine-all, beside -k",
-    )
     v.add_argument("--refine-steps", metavar="M", type=int, default=d.num_refine_steps)
-    v.add_argument(
-        "--sweep-refine-steps",
-        metavar="LIST",
-        type=ints,
-        default=d.sweep_refine_steps,
-        help="further refinement step counts m of the sweep and refine-all, beside --refine-steps",
-    )
     v.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
     v.add_argument(
         "--steps",

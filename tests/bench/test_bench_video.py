@@ -438,6 +438,7 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
         (["--target-steps", "0"], "target_steps must be an integer >= 1"),
         (["--thresholds", "high"], "expected comma-separated numbers"),
         (["--drafters", "magic"], "unknown drafter 'magic'"),
+        (["--sweep-refine-steps", "0"], "sweep_refine_steps must be an integer >= 1, got 0"),
     ],
 )
 def test_cli_bad_arguments(model_dir, capsys, extra, message):
