@@ -257,6 +257,35 @@ def test_tuning_split_gets_its_own_section_and_a_default_choice(tmp_path):
     assert (tmp_path / "video_pareto_tuning.png").is_file()
 
 
+def test_choose_default_counts_the_targets_before_speed(results):
+    """The tuning rule: most of the default's targets reached over the workloads, then wall clock."""
+    ref = {w: results.generative[(w, results.reference(w).method)] for w in results.workloads}
+    slow, fast = f"spec-flow-s{D.strength:g}-t-1", DEFAULT_NAME
+
+    def shaped(name, speedup, passes, rate, kid):  # every workload's row and KID for setting `name`
+        return {w: (speedup, passes, rate, kid(ref[w])) for w in results.workloads}
+
+    def pick(settings):
+        rows, gen = [], dict(results.generative)
+        for r in results.rows:
+            if r.family == "speculative":
+                s = settings.get(r.method)  # the other settings: slow and unrealistic
+                speedup, passes, rate, kid = s[r.workload] if s else (0.1, 0.1, 1.0, math.inf)
+                r = replace(r, speedup=speedup, pass_ratio=passes, acceptance_rate=rate)
+                g = ref[r.workload]  # best-of-K SSIM and fidelity as the target's: reached alike
+                gen[(r.workload, r.method)] = replace(g, kid_truth=kid, kid_target=g.kid_target)
+            rows.append(r)
+        row, why = choose_default(replace(results, rows=rows, generative=gen))
+        return row.method, why
+
+    keeps = lambda g: g.kid_truth_spread[1]  # noqa: E731  at the target's worst seed: kept
+    loses = lambda g: g.kid_truth_spread[1] + 1.0  # noqa: E731
+    method, why = pick({slow: shaped(slow, 2.0, 8.0, 0.9, keeps), fast: shaped(fast, 10.0, 20.0, 1.0, loses)})
+    assert method == slow and "wall >= 3x" in why and "acceptance" not in why  # realism, range: 2 more
+    method, why = pick({slow: shaped(slow, 2.0, 8.0, 0.9, keeps), fast: shaped(fast, 4.0, 8.0, 0.9, keeps)})
+    assert method == fast and "4.00x the reference's wall clock" in why  # as many targets: the faster
+
+
 def test_rank_statistics():
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)

@@ -10,7 +10,12 @@ from pathlib import Path
 from specvideo.bench.report import atomic_write, command_block, fmt_load, replace_section
 from specvideo.bench.video.inplace import in_place_table
 from specvideo.bench.video.local import POOLED, local_table
-from specvideo.bench.video.realism_report import format_sampler_targets, generative_table, realism_vs_steps
+from specvideo.bench.video.realism_report import (
+    choose_default,
+    format_sampler_targets,
+    generative_table,
+    realism_vs_steps,
+)
 from specvideo.bench.video.results import BenchVideoResults
 from specvideo.bench.video.scoring import VideoMethodResult
 from specvideo.bench.video.workloads import SPLIT_SEEDS
@@ -128,58 +133,6 @@ def _bound(results: BenchVideoResults, row: VideoMethodResult, ref: VideoMethodR
 
 def format_targets(results: BenchVideoResults) -> str:
     return "\n".join(f"- {c.line()}" for c in check_targets(results))
-
-
-def choose_default(results: BenchVideoResults) -> tuple[VideoMethodResult | None, str]:
-    """The rule applied on the tuning split, as the sampler is judged: among speculative settings
-    that, on every workload, keep the reference target's realism (KID to the truth at most its worst
-    seed's), keep >= 98 % of its best-of-K SSIM and accept in [0.3, 0.97], the one that is fastest in
-    CPU wall clock on its worst workload (ties: more sequential-pass savings); if none qualifies, the
-    one with the most sequential-pass savings on its worst workload (ties: the best worst-workload
-    KID margin)."""
-    by_setting: dict[str, list[VideoMethodResult]] = {}
-    for r in results.rows:
-        if r.family == "speculative":
-            by_setting.setdefault(r.method, []).append(r)
-    scored = []
-    for rows in by_setting.values():
-        if len(rows) != len(results.workloads):
-            continue
-        checks = [_keeps_target(results, r) for r in rows]
-        if any(c is None for c in checks):
-            continue
-        ok = all(c[0] for c in checks)
-        margin = min(c[1] for c in checks)  # worst KID headroom under the target's worst seed
-        speed = min(r.speedup or 0.0 for r in rows)
-        scored.append((ok, speed if ok else 0.0, min(r.pass_ratio or 0.0 for r in rows), margin, rows[0]))
-    if not scored:
-        return None, "no speculative setting ran on every workload with the generative measures"
-    ok, speed, passes, margin, row = max(scored, key=lambda s: (s[0], s[1], s[2], s[3]))
-    why = (
-        f"{row.method}: keeps the target's realism and >= 98 % of its best-of-K SSIM with acceptance in range "
-        f"on every workload; {speed:.2f}x faster than the reference target and {passes:.2f}x fewer passes on its worst"
-        if ok
-        else f"{row.method}: no setting kept the target's realism, quality and acceptance everywhere; of them, the "
-        f"most pass savings on its worst workload ({passes:.2f}x), worst-case KID headroom {margin:+.1f}"
-    )
-    return row, why
-
-
-def _keeps_target(results: BenchVideoResults, r: VideoMethodResult) -> tuple[bool, float] | None:
-    """(whether row r keeps the reference target's realism, best-of-K SSIM and acceptance range,
-    its KID headroom under the target's worst seed), or None without generative measures."""
-    ref = results.reference(r.workload)
-    g, t = results.generative.get((r.workload, r.method)), results.generative.get((r.workload, ref.method))
-    if g is None or t is None:
-        return None
-    headroom = t.kid_truth_spread[1] - g.kid_truth
-    ok = (
-        headroom >= 0
-        and g.ssim_best_of_k >= KEEP_QUALITY * t.ssim_best_of_k
-        and r.acceptance_rate is not None
-        and ACCEPTANCE_RANGE[0] <= r.acceptance_rate <= ACCEPTANCE_RANGE[1]
-    )
-    return ok, headroom
 
 
 WORKLOAD_TITLES = {
