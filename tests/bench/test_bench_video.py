@@ -262,7 +262,7 @@ def test_choose_default_counts_the_targets_before_speed(results):
     ref = {w: results.generative[(w, results.reference(w).method)] for w in results.workloads}
     slow, fast = f"spec-flow-s{D.strength:g}-t-1", DEFAULT_NAME
 
-    def shaped(name, speedup, passes, rate, kid):  # every workload's row and KID for setting `name`
+    def shaped(speedup, passes, rate, kid):  # a setting's figures on every workload; kid(target's score)
         return {w: (speedup, passes, rate, kid(ref[w])) for w in results.workloads}
 
     def pick(settings):
@@ -280,9 +280,9 @@ def test_choose_default_counts_the_targets_before_speed(results):
 
     keeps = lambda g: g.kid_truth_spread[1]  # noqa: E731  at the target's worst seed: kept
     loses = lambda g: g.kid_truth_spread[1] + 1.0  # noqa: E731
-    method, why = pick({slow: shaped(slow, 2.0, 8.0, 0.9, keeps), fast: shaped(fast, 10.0, 20.0, 1.0, loses)})
+    method, why = pick({slow: shaped(2.0, 8.0, 0.9, keeps), fast: shaped(10.0, 20.0, 1.0, loses)})
     assert method == slow and "wall >= 3x" in why and "acceptance" not in why  # realism, range: 2 more
-    method, why = pick({slow: shaped(slow, 2.0, 8.0, 0.9, keeps), fast: shaped(fast, 4.0, 8.0, 0.9, keeps)})
+    method, why = pick({slow: shaped(2.0, 8.0, 0.9, keeps), fast: shaped(4.0, 8.0, 0.9, keeps)})
     assert method == fast and "4.00x the reference's wall clock" in why  # as many targets: the faster
 
 

@@ -83,7 +83,7 @@ def check_sampler_targets(results: BenchVideoResults) -> list[tuple[str, str, bo
             )
         )
         out += _target_vs_drafters(results, w, ref, g)
-        out += _default_keeps(results, w, ref, default, g)
+        out += _default_keeps(results, w, default, g)
         out += _discrimination(results, w, default)
     return out
 
@@ -128,7 +128,7 @@ def _target_vs_drafters(results, w, ref, g) -> list:
     ]
 
 
-def _default_keeps(results, w, ref, default, g) -> list:
+def _default_keeps(results, w, default, g) -> list:
     if default is None or g is None or results.generative.get((w, default.method)) is None:
         return [(w, text, None, "not run") for _, text in KEEP_TARGETS]
     return [
