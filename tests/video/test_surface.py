@@ -70,7 +70,8 @@ def test_a_batch_of_videos_equals_each_video_alone(schedule):
     pipe = pipe_with(drafter=FlowDrafter())
     contexts = [context_uint8(seed=s) for s in range(3)]
     # m = 1: every further stochastic refinement step amplifies the batched-convolution rounding
-    # (below) through the flow drafter's 8-bit input; m > 1 rows are checked in the stochastic test
+    # (below) through the flow drafter's 8-bit input; m > 1 is held to bit-identical reruns of one
+    # video (the stochastic-scheduler test above), not to batching
     settings = dict(
         num_frames=7, num_draft_frames=2, schedule=schedule, threshold=0.1, strength=0.6, num_refine_steps=1
     )

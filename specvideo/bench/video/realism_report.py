@@ -176,6 +176,13 @@ def in_acceptance_range(row: VideoMethodResult) -> bool | None:
     return None if rate is None else ACCEPTANCE_RANGE[0] <= rate <= ACCEPTANCE_RANGE[1]
 
 
+def _missed_targets(results: BenchVideoResults, row: VideoMethodResult) -> list[str]:
+    """'[workload] short name' of each default target speculative row ``row`` misses."""
+    reached = [ok for ok, _ in row_keeps(results, row.workload, row)] + [in_acceptance_range(row)]
+    names = [short for short, _ in KEEP_TARGETS] + ["acceptance"]
+    return [f"[{row.workload}] {name}" for name, ok in zip(names, reached) if not ok]
+
+
 def choose_default(results: BenchVideoResults) -> tuple[VideoMethodResult | None, str]:
     """The rule applied on the tuning split, from the default's own targets: of the speculative
     settings run on every workload with the generative measures, the one that reaches the most of
@@ -193,15 +200,7 @@ def choose_default(results: BenchVideoResults) -> tuple[VideoMethodResult | None
             (r.workload, name) not in results.generative for r in rows
         ):
             continue
-        missed = [
-            f"[{r.workload}] {short}"
-            for r in rows
-            for (short, _), ok in zip(
-                [*KEEP_TARGETS, ("acceptance", "")],
-                [ok for ok, _ in row_keeps(results, r.workload, r)] + [in_acceptance_range(r)],
-            )
-            if not ok
-        ]
+        missed = [m for r in rows for m in _missed_targets(results, r)]
         speed = min(r.speedup or 0.0 for r in rows)
         passes = min(r.pass_ratio or 0.0 for r in rows)
         scored.append((-len(missed), speed, passes, missed, rows[0]))
