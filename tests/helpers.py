@@ -111,3 +111,27 @@ def target_greedy(target, prompt: list[int], new_tokens: int) -> list[int]:
         ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=0
     )
     return out[0, len(prompt) :].tolist()
+
+
+def own_greedy(gen, prompt: list[int], new_tokens: int) -> list[int]:
+    """The target's own greedy continuation as ``gen`` runs it: target-only decoding, one token a
+    step, through the same runner (in bf16 that is the invariant LeanLlama, whose rounding is the
+    model's; in float32 it equals transformers' generate(), test_greedy_exact)."""
+    from specvideo.text import SpeculativeGenerator
+
+    alone = SpeculativeGenerator(gen.target, drafter="none", lean_target=gen._lean_target or False, invariant=gen.invariant)
+    return alone.generate([prompt], max_new_tokens=new_tokens, stop=None).token_ids[0]
+
+
+def equal_or_near_tie(gen, prompt: list[int], got: list[int], reference: list[int]) -> bool:
+    """Token-identical, or the first differing position is a near tie of the target (the two
+    tokens' logits within ``NEAR_TIE``, measured on the float32 target)."""
+    import copy
+
+    from specvideo.text.precision import NEAR_TIE, divergence
+
+    if got == reference:
+        return True
+    fp32 = copy.deepcopy(gen.target).float()
+    where = divergence(fp32, prompt, got, reference)
+    return where is not None and where[1] <= NEAR_TIE

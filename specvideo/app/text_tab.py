@@ -47,16 +47,18 @@ EXAMPLES = [
 
 
 @cached
-def load_pair(target_dir: str, draft_dir: str) -> SpeculativeGenerator:
-    """The Text tab's target and draft, loaded once per process; every request reuses the weights.
-    Empty paths load the library's default pair (SmolLM2-135M-Instruct and its trained draft)."""
+def load_pair(target_dir: str, draft_dir: str, dtype: str = "auto") -> SpeculativeGenerator:
+    """The Text tab's target and draft in ``dtype``, loaded once per process; every request reuses
+    the weights. Empty paths load the library's default pair (SmolLM2-135M-Instruct and its trained
+    draft)."""
     if not target_dir:
-        return SpeculativeGenerator.from_pretrained(drafter="hybrid")
-    return SpeculativeGenerator.from_pretrained(target_dir, draft_dir or None, drafter="hybrid" if draft_dir else "ngram")
+        return SpeculativeGenerator.from_pretrained(drafter="hybrid", dtype=dtype)
+    drafter = "hybrid" if draft_dir else "ngram"
+    return SpeculativeGenerator.from_pretrained(target_dir, draft_dir or None, drafter=drafter, dtype=dtype)
 
 
 @cached
-def load_head_on(target_dir: str):
+def load_head_on(target_dir: str, dtype: str = "auto"):
     """(the shipped draft head on the default target's embeddings, its FR-Spec vocabulary)."""
     from specvideo.paths import shipped
     from specvideo.text.generator import DEFAULT_HEAD
@@ -64,7 +66,7 @@ def load_head_on(target_dir: str):
     from specvideo.text.vocab import ranked_vocabulary
 
     check(not target_dir, "the draft head is trained for the default target (SmolLM2): use another drafter")
-    base = load_pair(target_dir, "")
+    base = load_pair(target_dir, "", dtype)
     head_dir = shipped(*DEFAULT_HEAD)
     V = base.target.config.vocab_size
     return load_head(head_dir, base.target), ranked_vocabulary(head_dir, TEXT_DEFAULTS.draft_vocab_size, V)
@@ -75,10 +77,10 @@ def make_generator(config: AppConfig, drafter: str, k: int) -> SpeculativeGenera
     (prompt lookup, else the lean draft), "head-hybrid" / "head-hybrid-tree" (prompt lookup, else
     the draft head's chain / tree; the default target only), "ngram", or "none" (target-only). The
     lean drafters use the FR-Spec vocabulary ``from_pretrained`` chose."""
-    base = load_pair(config.text_target, config.text_draft)
+    base = load_pair(config.text_target, config.text_draft, config.text_dtype)
     check(base.tokenizer is not None, "the text target model has no tokenizer")
     if drafter in HEAD_DRAFTERS:
-        head, vocab = load_head_on(config.text_target)
+        head, vocab = load_head_on(config.text_target, config.text_dtype)
         return SpeculativeGenerator(
             base.target, base.tokenizer, head, drafter=drafter, num_draft_tokens=k, device=base.device,
             draft_vocab=vocab, lean_target=base._lean_target or False,

@@ -12,6 +12,7 @@ from specvideo.app.chat_tab import ChatPanel
 from specvideo.app.config import AppConfig, from_env
 from specvideo.app.text_tab import TextTab
 from specvideo.app.video_tab import VideoTab
+from specvideo.text.precision import DTYPES
 
 INTRO = """# specvideo: speculative generation
 A cheap drafter proposes k items ahead, an expensive model checks them all in one batched pass;
@@ -74,8 +75,14 @@ def parse_args(argv: Sequence[str] | None = None) -> AppConfig:
         default=config.max_file_size,
         help="upload limit, e.g. 50mb (env SPECVIDEO_MAX_FILE_SIZE)",
     )
+    parser.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default=config.text_dtype,
+        help="text models' number format (auto: bfloat16 where the CPU has bf16 units; env SPECVIDEO_TEXT_DTYPE)",
+    )
     args = parser.parse_args(argv)
-    return replace(config, host=args.host, port=args.port, max_file_size=args.max_file_size)
+    return replace(config, host=args.host, port=args.port, max_file_size=args.max_file_size, text_dtype=args.dtype)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

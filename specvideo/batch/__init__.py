@@ -40,7 +40,7 @@ VIDEO_SETTINGS = (
 )
 VIDEO_JOB_SETTINGS = ("fps", "side_by_side", "max_side")  # the job's own, beside the pipeline's
 TEXT_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed")
-TEXT_GENERATOR = ("drafter", "num_draft_tokens", "schedule", "draft_vocab_size")
+TEXT_GENERATOR = ("drafter", "num_draft_tokens", "schedule", "draft_vocab_size", "dtype", "exact")
 
 
 def video_settings(**given) -> dict[str, Any]:

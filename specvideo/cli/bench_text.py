@@ -14,6 +14,7 @@ def add(kinds) -> None:
     from specvideo.bench.text import BENCH_TEXT_DEFAULTS as d
     from specvideo.bench.text import FAMILIES
     from specvideo.bench.text.config import SPLITS, WORKLOADS
+    from specvideo.text.precision import DTYPES
 
     t = kinds.add_parser(
         "text",
@@ -64,6 +65,8 @@ def add(kinds) -> None:
                    help="forwards timed per entry of the decode-cost table")
     t.add_argument("--decode-repeats", type=int, default=d.decode_repeats,
                    help="repeats of the decode-cost table (its median)")
+    t.add_argument("--dtype", choices=DTYPES, default=d.dtype,
+                   help="the models' number format for every method (auto: bfloat16 where the CPU has bf16 units)")
     add_seed_and_device(t, d.seed, d.device)
     add_report(t, d.report, "Text")
     t.set_defaults(run=run)
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         assistant_schedules=args.assistant_schedules, lookup_ks=args.lookup_k_values, ngram_ks=args.ngram_k_values,
         verifiers=args.verifiers, tree_shapes=args.tree_shapes,
         temperatures=args.temperatures, top_p=args.top_p, methods=args.methods,
-        sampled_methods=args.sampled_methods, repeats=args.repeats, seed=args.seed, device=args.device,
+        sampled_methods=args.sampled_methods, repeats=args.repeats, seed=args.seed, device=args.device, dtype=args.dtype,
         decode_forwards=args.decode_forwards, decode_repeats=args.decode_repeats, report=args.report,
     )
     results = run_benchmark(config, progress=True)
@@ -116,5 +119,6 @@ def reproducing_argv(config) -> list[str]:
     argv += ["--verifiers", join(config.verifiers)]
     argv += ["--temperatures", join(f"{t:g}" for t in config.temperatures), "--top-p", f"{config.top_p:g}"]
     argv += ["--repeats", str(config.repeats), "--seed", str(config.seed), "--device", config.device]
+    argv += ["--dtype", config.dtype]
     argv += ["--decode-forwards", str(config.decode_forwards), "--decode-repeats", str(config.decode_repeats)]
     return argv

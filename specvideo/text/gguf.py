@@ -32,12 +32,15 @@ SOURCE_FILE = "specvideo_source.json"  # in the converted directory: which GGUF 
 def converted_dir(
     source: str | os.PathLike, out: str | os.PathLike | None = None, dtype: str = "float32"
 ) -> Path:
-    """The transformers directory for GGUF file ``source`` (default: ``<cache>/converted/<stem>``),
-    converting it on first use, or when the file or the dtype changed."""
+    """The transformers directory for GGUF file ``source`` (default: ``<cache>/converted/<stem>``,
+    ``<stem>-bfloat16`` and so on for another dtype than float32), converting it on first use, or
+    when the file changed."""
     source = Path(source)
     if not source.is_file():
         raise ValueError(f"GGUF file not found: {source}")
     out = Path(out) if out is not None else cache_root() / "converted" / source.stem
+    if dtype != "float32":  # one directory per stored dtype: switching dtypes converts nothing twice
+        out = out.with_name(f"{out.name}-{dtype}")
     stamp = {
         "gguf": str(source.resolve()),
         "size": source.stat().st_size,

@@ -15,6 +15,14 @@ verifying with it is opt-in for that reason.
 With ``vocab`` (token ids, see ``specvideo.text.vocab``) only those rows of the output projection
 are computed; the other logits are -inf, so the draft never proposes those tokens (FR-Spec).
 
+With ``invariant=True`` (the bf16 targets' precision policy, ``specvideo.text.precision``) every
+position of a k-token block is computed with the operations of a 1-token step: each query attends
+over its own key prefix in a call of its own, the linear layers use one kernel path whatever the
+number of rows (probed at build time; where a shape's path changes with the rows, every call runs
+in fixed tiles of ``ROW_TILE`` rows), and the first forward stops one token short of the prompt's
+end (``CausalLMState``). A block's logits then equal the 1-token steps' bit for bit. Qwen2 models
+(projection biases on q, k, v) run too.
+
 Two extras serve the draft head (``specvideo.text.head``): with ``fc`` (the head's input projection)
 each token's input is ``fc([embedding, feature])`` for the ``features`` passed beside the tokens, and
 ``output_hidden_states=True`` returns the final-normed hidden state of every fed position (the
@@ -23,6 +31,7 @@ target's features the head reads; the head's own predicted features).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
@@ -30,7 +39,16 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
+from specvideo.text import invariant
+from specvideo.text.precision import LEAN_MODEL_TYPES  # qwen2: Llama with q/k/v biases
 from specvideo.text.vocab import check_vocabulary
+
+
+@dataclass(frozen=True)
+class _Canonical:
+    """Invariant mode's attention: the block's calls (``specvideo.text.invariant``)."""
+
+    plan: list
 
 
 class LeanCache:
@@ -40,9 +58,9 @@ class LeanCache:
     def __init__(
         self, layers: int, batch: int, heads: int, head_dim: int, like: torch.Tensor, capacity: int = 256
     ):
-        self.kv = torch.empty(
+        self.kv = torch.zeros(
             (layers, 2, batch, heads, capacity, head_dim), dtype=like.dtype, device=like.device
-        )
+        )  # zeros: a masked slot of invariant attention stays finite
         self.length = 0
 
     def reserve(self, n: int) -> None:
@@ -50,7 +68,7 @@ class LeanCache:
         if self.length + n > capacity:
             pad = list(self.kv.shape)
             pad[4] = max(capacity, self.length + n - capacity)
-            self.kv = torch.cat([self.kv, self.kv.new_empty(pad)], dim=4)
+            self.kv = torch.cat([self.kv, self.kv.new_zeros(pad)], dim=4)
 
     def crop(self, tokens_to_remove: int) -> None:
         self.length += tokens_to_remove  # negative: remove that many slots
@@ -64,7 +82,7 @@ class LeanCache:
         L, two, B, H, capacity, D = self.kv.shape
         index = order[None, None, :, None, :, None].expand(L, two, B, H, -1, D)
         packed = torch.gather(self.kv[:, :, :, :, : self.length], 4, index)
-        self.kv = torch.cat([packed, packed.new_empty(L, two, B, H, capacity - packed.shape[4], D)], 4)
+        self.kv = torch.cat([packed, packed.new_zeros(L, two, B, H, capacity - packed.shape[4], D)], 4)
         self.length = packed.shape[4]
 
     def move_slots(self, source: torch.Tensor, start: int) -> None:
@@ -90,13 +108,18 @@ class LeanLlama(nn.Module):
         vocab: torch.Tensor | list[int] | None = None,
         packed: bool = False,
         fc: nn.Linear | None = None,
+        invariant: bool = False,
     ):
         super().__init__()
         config = model.config
-        if getattr(config, "model_type", None) != "llama":
+        if getattr(config, "model_type", None) not in LEAN_MODEL_TYPES:
             raise ValueError(
-                f"the lean drafter runs Llama-architecture drafts, got model_type={config.model_type!r}"
+                f"LeanLlama runs {' and '.join(LEAN_MODEL_TYPES)} architectures, got model_type={config.model_type!r}"
             )
+        if getattr(config, "use_sliding_window", False):
+            raise ValueError("LeanLlama does not run sliding-window attention (use_sliding_window=True)")
+        if packed and invariant:
+            raise ValueError("packed=True and invariant=True exclude each other (packing is float32 only)")
         self.config = config
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
@@ -115,6 +138,12 @@ class LeanLlama(nn.Module):
             self.fc = None if fc is None else (fc.weight.detach(), None if fc.bias is None else fc.bias.detach())
             self.cos, self.sin = self._rope_tables(model)  # (T, D) each
             self._packed, self._bias = self._pack() if packed else ({}, {})
+        self.invariant = invariant
+
+    def _weights(self) -> list[torch.Tensor]:
+        """Every projection matrix, the output head first (biases excluded)."""
+        matrices = [w for layer in self.layers for name, w in vars(layer).items() if name != "qkv_bias"]
+        return [self.lm_head, *matrices]
 
     def _pack(self) -> tuple[dict, dict]:
         """oneDNN copies of every projection in its pre-packed (blocked) layout, keyed by the dense
@@ -126,7 +155,7 @@ class LeanLlama(nn.Module):
             or not torch.backends.mkldnn.is_available()
         ):
             raise ValueError("packed=True needs float32 weights on a CPU with oneDNN (torch.backends.mkldnn)")
-        weights = [self.lm_head] + [w for layer in self.layers for w in vars(layer).values()]
+        weights = self._weights()
         packed = {id(w): w.to_mkldnn() for w in weights}
         bias = {w.shape[0]: torch.zeros(w.shape[0]).to_mkldnn() for w in weights}
         return packed, bias
@@ -186,7 +215,12 @@ class LeanLlama(nn.Module):
                 raise ValueError(f"a draft head needs a feature beside each of its {n} tokens")
             x = F.linear(torch.cat([x, features.to(x.dtype)], dim=-1), *self.fc)  # (B, n, d)
         cos, sin = self._rope(position_ids)  # (B, H + 2 H_kv, n, D) each
-        mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
+        if self.invariant and (attention_mask is None or attention_mask.ndim == 2):
+            valid = None if attention_mask is None else attention_mask.bool()
+            mask = _Canonical(invariant.attention_plan(start, n, valid, input_ids.device))
+            cache.reserve(mask.plan[-1].width - start)
+        else:
+            mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         for i, layer in enumerate(self.layers):
             x = x + self._attend(i, layer, self._norm(x), cos, sin, mask, cache)
             gate, up = self._linear(self._norm(x), layer.gate_up).chunk(2, -1)  # (B, n, I) each
@@ -207,18 +241,26 @@ class LeanLlama(nn.Module):
     def _attend(self, i, layer, h, cos, sin, mask, cache: LeanCache) -> torch.Tensor:
         B, n, _ = h.shape
         H, D = self.heads, self.head_dim
-        qkv = self._linear(h, layer.qkv).view(B, n, -1, D).transpose(1, 2)  # (B, H + 2 H_kv, n, D)
+        qkv = self._linear(h, layer.qkv)  # (B, n, (H + 2 H_kv) D)
+        if layer.qkv_bias is not None:
+            qkv = qkv + layer.qkv_bias
+        qkv = qkv.view(B, n, -1, D).transpose(1, 2)  # (B, H + 2 H_kv, n, D)
         qkv = qkv * cos + qkv.roll(D // 2, dims=-1) * sin  # RoPE on q and k, v unchanged
         end = cache.length + n
         cache.kv[i, :, :, :, cache.length : end] = qkv[:, H:].unflatten(1, (2, -1)).transpose(0, 1)
         keys, values = cache.kv[i, :, :, :, :end]  # (B, H_kv, L + n, D) each
-        out = F.scaled_dot_product_attention(
-            qkv[:, :H], keys, values, attn_mask=mask, enable_gqa=H != self.kv_heads
-        )  # (B, H, n, D)
+        if isinstance(mask, _Canonical):
+            out = invariant.attend(qkv[:, :H], cache.kv[i], mask.plan, H != self.kv_heads)
+        else:
+            out = F.scaled_dot_product_attention(
+                qkv[:, :H], keys, values, attn_mask=mask, enable_gqa=H != self.kv_heads
+            )  # (B, H, n, D)
         return self._linear(out.transpose(1, 2).reshape(B, n, -1), layer.o_proj)  # (B, n, d)
 
     def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """x (..., d_in) @ weight^T through the weight's oneDNN pre-packed copy when ``packed``."""
+        if self.invariant:  # one kernel call shape for every decode position
+            return invariant.tiled_linear(x, weight)
         packed = self._packed.get(id(weight))
         if packed is None:
             return _linear(x, weight)
@@ -241,13 +283,18 @@ def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 
 
 def _fuse(layer) -> SimpleNamespace:
-    """One layer's weights: q/k/v and gate/up concatenated, the RMSNorm weights folded in."""
+    """One layer's weights: q/k/v and gate/up concatenated, the RMSNorm weights folded in; the
+    q/k/v biases (Qwen2) concatenated too."""
     attn, mlp = layer.self_attn, layer.mlp
-    if attn.q_proj.bias is not None or getattr(mlp.gate_proj, "bias", None) is not None:
-        raise ValueError("the lean drafter supports Llama drafts without projection biases")
+    if getattr(attn.o_proj, "bias", None) is not None or getattr(mlp.gate_proj, "bias", None) is not None:
+        raise ValueError("LeanLlama supports biases on the q, k and v projections only")
+    biases = [getattr(attn, name).bias for name in ("q_proj", "k_proj", "v_proj")]
+    if any(b is None for b in biases) and not all(b is None for b in biases):
+        raise ValueError("LeanLlama needs biases on all of q, k and v or on none")
     qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
     gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
     return SimpleNamespace(
+        qkv_bias=None if biases[0] is None else torch.cat(biases).detach(),
         qkv=(qkv * layer.input_layernorm.weight).detach(),
         o_proj=attn.o_proj.weight.detach(),
         gate_up=(gate_up * layer.post_attention_layernorm.weight).detach(),

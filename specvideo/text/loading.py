@@ -39,7 +39,10 @@ def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedM
     if not local and os.path.exists(path):
         raise ValueError(f"cannot load a causal LM from {path!r}: it is a file, not a model directory")
     if not local and (os.path.isabs(path) or path.startswith(".") or path.count("/") > 1):
-        raise ValueError(f"cannot load a causal LM from {path!r}: no such model directory")
+        raise ValueError(
+            f"cannot load a causal LM from {path!r}: no such model directory "
+            "(a model is smollm2, qwen-coder, a .gguf file, a model directory or a cached Hub id)"
+        )
     try:
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     except Exception as err:  # transformers raises OSError, ValueError, safetensors errors, ...

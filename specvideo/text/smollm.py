@@ -39,7 +39,8 @@ def gguf_path() -> Path:
     return path
 
 
-def smollm2_dir() -> Path:
-    """The converted model directory (config, safetensors, tokenizer, chat template), converting
-    the installed GGUF file on first use or when the package was reinstalled with another file."""
-    return converted_dir(gguf_path(), cache_root() / CACHE_NAME)
+def smollm2_dir(dtype: str = "float32") -> Path:
+    """The converted model directory (config, safetensors, tokenizer, chat template) holding the
+    weights in ``dtype``, converting the installed GGUF file on first use or when the package was
+    reinstalled with another file."""
+    return converted_dir(gguf_path(), cache_root() / CACHE_NAME, dtype=dtype)

@@ -63,6 +63,9 @@ class CausalLMState:
         self.max_position = context_length(model) - 1
         self.round_start = 0
         self._kwargs = forward_kwargs(model)
+        # an invariant model (LeanLlama(invariant=True)) prefills the prompt but its last token alone,
+        # so every later position is computed in a decode-sized call, as a 1-token step computes it
+        self._prefill = input_ids.shape[1] - 1 if getattr(model, "invariant", False) else 0
 
     @property
     def length(self) -> int:
@@ -103,14 +106,39 @@ class CausalLMState:
             self.push(tokens, features=features)
         if self.pending.shape[0] == 0:  # every row retired
             return torch.zeros(self.batch_size, num_logits, 1, device=self.device)
-        tokens, valid = self.pending, self.pending_valid  # (B, n)
+        if 0 < self._prefill < self.pending_width:  # the prompt but its last token, in a call of its own
+            rest = self.pending_width - self._prefill
+            first = self._feed(self._prefill, max(1, num_logits - rest))
+            first_hidden = self.hidden
+            out = self._feed(rest, num_logits)
+            logits = out.logits[:, -num_logits:]
+            if num_logits > rest:
+                logits = torch.cat([first.logits[:, rest - num_logits :], logits], dim=1)
+            if self.keep_hidden:
+                self.hidden = torch.cat([first_hidden, self.hidden], dim=1)  # (B', n, d) of the whole block
+        else:
+            logits = self._feed(self.pending_width, num_logits).logits[:, -num_logits:]
+        self._prefill = 0
+        logits = logits.float()  # (B', num_logits, V)
+        if len(self.live) == self.batch_size:
+            return logits
+        full = logits.new_zeros(self.batch_size, *logits.shape[1:])  # (B, num_logits, V)
+        return full.index_copy_(0, self.live, logits)
+
+    def _feed(self, n: int, num_logits: int):
+        """One model call over the first n pending tokens; the model's output."""
+        tokens, valid = self.pending[:, :n], self.pending_valid[:, :n]  # (B', n)
         positions = (self.num_tokens[:, None] + valid.long().cumsum(1) - 1).clamp(
             0, self.max_position
-        )  # (B, n)
-        mask = torch.cat([self.mask, valid], dim=1)  # (B, L + n)
+        )  # (B', n)
+        mask = torch.cat([self.mask, valid], dim=1)  # (B', L + n)
+        features = self.pending_features
+        if features is not None:
+            self.pending_features = features[:, :n]
+        full = self.full and bool(valid.all())
         out = self.model(
             input_ids=tokens,
-            attention_mask=None if self.full else mask.long(),
+            attention_mask=None if full else mask.long(),
             position_ids=positions,
             use_cache=True,
             **{self._kwargs.cache: self.cache},
@@ -120,13 +148,10 @@ class CausalLMState:
         self._keep_hidden(out)
         self.mask = mask
         self.num_tokens = self.num_tokens + valid.sum(1)
-        self.pending = tokens[:, :0]
-        self.pending_valid = valid[:, :0]
-        logits = out.logits[:, -num_logits:].float()  # (B', num_logits, V)
-        if len(self.live) == self.batch_size:
-            return logits
-        full = logits.new_zeros(self.batch_size, *logits.shape[1:])  # (B, num_logits, V)
-        return full.index_copy_(0, self.live, logits)
+        self.pending, self.pending_valid = self.pending[:, n:], self.pending_valid[:, n:]
+        if features is not None and n < features.shape[1]:
+            self.pending_features = features[:, n:]
+        return out
 
     @torch.inference_mode()
     def forward_tree(self, tree: TokenTree) -> torch.Tensor:

@@ -38,6 +38,7 @@ def dirs(tmp_path_factory):
 
 def config(dirs, **kwargs):
     base = dict(
+        dtype="float32",  # the float32 reference: every method token-identical to HF generate()
         target=str(dirs / "target"),
         draft=str(dirs / "draft"),
         prompts=str(dirs / "prompts.jsonl"),
@@ -540,3 +541,24 @@ def test_head_drafters_add_rows_per_tree_shape_and_a_head_decode_cost(dirs, tmp_
         config(dirs, tree_shapes=("2by8",))
     with pytest.raises(ValueError, match="is none"):
         run_benchmark(config(dirs, head=str(dirs / "draft"), drafters=("head",), methods=("ours-draft",)), prompts=["x"])
+
+
+def test_bf16_rows_are_exact_to_our_own_loop_and_name_the_gap_where_hf_differs(dirs):
+    """In bf16 the lean verifier is invariant: every greedy row equals our own target-only loop;
+    rows that differ from transformers' generate() report the float32 target's logit gap there; the
+    decode-cost table has the invariant runner (and no float32-only packed rows)."""
+    cfg = config(
+        dirs, dtype="bfloat16", methods=("hf-target", "ours-target", "ours-draft", "ours-ngram"), verifiers=("lean",),
+        temperatures=(0.0,), max_new_tokens=12, decode_forwards=2, decode_repeats=1,
+    )
+    results = run_benchmark(cfg)
+    ours = [r for r in results.rows if r.method.startswith("ours")]
+    assert ours and all(r.exact_vs_loop == 1.0 for r in ours)
+    for r in ours:
+        assert (r.tie_margins is None) == (r.exact_match == 1.0)
+        assert r.tie_margins is None or all(m >= 0 for m in r.tie_margins)
+    from specvideo.cli.bench_text import reproducing_argv
+
+    assert "--dtype bfloat16" in " ".join(reproducing_argv(cfg))
+    decode = results.settings["decode_ms"]
+    assert "target_invariant@4" in decode and not any(k.startswith("target_packed") for k in decode)

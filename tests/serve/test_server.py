@@ -312,7 +312,7 @@ def test_cli_serve_refuses_bad_arguments(capsys):
     from specvideo.cli import main
 
     assert main(["serve", "--model", "/no/such/dir"]) == 2
-    assert "is none of smollm2, qwen-coder, a .gguf file or a model directory" in capsys.readouterr().err
+    assert "no such model directory (a model is smollm2, qwen-coder, a .gguf file" in capsys.readouterr().err
     assert main(["serve", "--port", "0", "--model", "/no/such/dir"]) == 2
 
 
@@ -340,7 +340,7 @@ def test_a_gguf_model_with_fim_tokens_serves_and_fills_the_middle(tmp_path, monk
     write_tiny_qwen2_gguf(tmp_path / "coder.gguf")
     args = argparse.Namespace(
         model=str(tmp_path / "coder.gguf"), draft=None, ngram=False, drafter=None, device=None, name=None,
-        packed="auto",
+        packed="auto", dtype="float32", exact=False,  # packing applies to float32 targets
     )
     gen, name = load(args)
     assert name == "coder" and gen.drafter_name == "ngram"

@@ -91,7 +91,7 @@ def test_lean_drafter_rejects_non_llama_drafts():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2, n_positions=64))
-    with pytest.raises(ValueError, match="lean drafter runs Llama-architecture drafts"):
+    with pytest.raises(ValueError, match="LeanLlama runs llama and qwen2 architectures"):
         LeanLlama(gpt2)
 
 
@@ -123,7 +123,7 @@ def test_a_lean_target_verifies_exactly(drafter):
         assert ids == ref
     reused = SpeculativeGenerator(target, drafter="none", lean_target=gen._lean_target)
     assert reused._lean_target is gen._lean_target
-    with pytest.raises(ValueError, match="Llama-architecture targets only"):
+    with pytest.raises(ValueError, match="run llama and qwen2 targets only"):
         from transformers import GPT2Config, GPT2LMHeadModel
 
         gpt = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2)).eval()

@@ -1,10 +1,12 @@
-"""lean / hybrid with a draft that is not a Llama: the transformers drafter runs it instead, exactly."""
+"""lean / hybrid with a draft LeanLlama does not run (GPT-2): the transformers drafter runs it
+instead, exactly. Qwen2 drafts and targets run on LeanLlama (its q/k/v biases), exactly."""
 
 import pytest
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
 
 from specvideo.text import SpeculativeGenerator
+from specvideo.text.lean import LeanLlama
 from tests.helpers import random_prompts, target_greedy, tiny_llama
 
 
@@ -20,12 +22,47 @@ def tiny_qwen(vocab_size: int = 64) -> Qwen2ForCausalLM:
         max_position_embeddings=256,
         tie_word_embeddings=False,
     )
-    return Qwen2ForCausalLM(config).eval()
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():  # non-zero biases, so the test sees them
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_(0, 0.5)
+    return model
+
+
+def tiny_gpt2(vocab_size: int = 64) -> GPT2LMHeadModel:
+    torch.manual_seed(3)
+    config = GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=4, n_positions=256)
+    return GPT2LMHeadModel(config).eval()
+
+
+def test_lean_llama_runs_qwen2_with_its_biases():
+    """LeanLlama over a Qwen2 model gives transformers' logits (float32 rounding)."""
+    model = tiny_qwen()
+    lean = LeanLlama(model)
+    ids = torch.tensor([[5, 9, 11, 3, 7]])
+    from specvideo.text.state import CausalLMState
+
+    state = CausalLMState(lean, ids, torch.ones_like(ids))
+    logits = state.forward(num_logits=5)
+    with torch.no_grad():
+        reference = model(ids).logits
+    assert torch.allclose(logits, reference, atol=1e-4)
+
+
+@pytest.mark.parametrize("drafter", ["lean", "hybrid"])
+def test_a_qwen2_draft_runs_lean_and_stays_exact(drafter):
+    target, draft = tiny_llama(), tiny_qwen()
+    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=3)
+    assert not gen.lean_fallback and gen._lean is not None
+    for prompt in random_prompts(3, 64, seed=4):
+        out = gen.generate([prompt], max_new_tokens=12, stop=None)
+        assert out.token_ids[0] == target_greedy(target, prompt, 12) and out.stats.drafted > 0
 
 
 @pytest.mark.parametrize("drafter", ["lean", "hybrid"])
 def test_non_llama_draft_falls_back_and_stays_exact(drafter):
-    target, draft = tiny_llama(), tiny_qwen()
+    target, draft = tiny_llama(), tiny_gpt2()
     gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=3)
     assert gen.lean_fallback and gen._lean is None
     for prompt in random_prompts(3, 64, seed=4):

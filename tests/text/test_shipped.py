@@ -21,7 +21,8 @@ def tiny_pair() -> tuple[str, str]:
 
 
 def test_the_tiny_pair_loads_by_path_and_is_exact():
-    gen = SpeculativeGenerator.from_pretrained(*tiny_pair(), drafter="hybrid")
+    """exact=True: float32, token-identical to transformers' generate()."""
+    gen = SpeculativeGenerator.from_pretrained(*tiny_pair(), drafter="hybrid", exact=True)
     assert gen.target is not None and gen.draft is not None and gen.tokenizer is not None
     assert gen.drafter_name == "hybrid" and gen._lean.vocab is not None  # lookup, else lean@2048
     prompt = "def quicksort(arr):\n"

@@ -6,13 +6,16 @@ import math
 from dataclasses import dataclass
 
 from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
+from specvideo.text.precision import DTYPES
 
 FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
 SCHEDULES = ("constant", "heuristic", "confidence")
 HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
 WORKLOADS = ("code", "chat", "fim")  # fim: fill-in-the-middle, for a model with FIM tokens (the code pair)
 SPLITS = ("tuning", "heldout")
-VERIFIERS = ("transformers", "lean", "packed")  # how our loop runs the target's forwards (packed: LeanLlama on oneDNN pre-packed weights)
+# how our loop runs the target's forwards: LeanLlama ("lean": invariant in bf16, specvideo.text.invariant)
+# or on oneDNN pre-packed weights ("packed", float32 only)
+VERIFIERS = ("transformers", "lean", "packed")
 
 # Targets from the issue: (key, description, threshold per workload; fim as code), checked per workload.
 TARGETS = (
@@ -101,6 +104,9 @@ class BenchTextConfig:
     decode_repeats: int = 5
     seed: int = 0
     device: str = "cpu"
+    # the models' number format (specvideo.text.precision): auto = bfloat16 where the CPU has bf16
+    # units; every method (transformers' and ours) runs the same weights in it
+    dtype: str = "auto"
     report: str = "docs/BENCHMARKS.md"
 
     def __post_init__(self) -> None:
@@ -123,6 +129,7 @@ class BenchTextConfig:
         _choose("method", self.sampled_methods, FAMILIES, allow_empty=True)
         _choose("schedule", self.schedules, SCHEDULES, allow_empty=False)
         _choose("verifier", self.verifiers, VERIFIERS, allow_empty=False)
+        _choose("dtype", (self.dtype,), DTYPES, allow_empty=False)
         _choose("assistant schedule", self.assistant_schedules, HF_SCHEDULES, allow_empty=False)
         for name in ("ks", "assistant_ks", "lookup_ks"):
             if not getattr(self, name):

@@ -62,19 +62,21 @@ def build_methods(
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
     methods: list[Method] = []
     from specvideo.text.lean import LeanLlama
+    from specvideo.text.precision import LEAN_MODEL_TYPES
 
-    llama = target.config.model_type == "llama"
-    runners = {
-        v: LeanLlama(target, packed=v == "packed")
+    llama = target.config.model_type in LEAN_MODEL_TYPES  # LeanLlama runs it
+    float32 = target.dtype == torch.float32
+    runners = {  # "lean": invariant in bf16 (the precision policy), "packed": float32 only
+        v: LeanLlama(target, packed=v == "packed", invariant=not float32)
         for v in ("lean", "packed")
-        if v in config.verifiers and llama
+        if v in config.verifiers and llama and (v == "lean" or float32)
     }
     # packed on another model (Qwen2): transformers' own forwards of the target and the draft on
     # pre-packed linear weights (SpeculativeGenerator(packed=True))
     verifiers = [
         (v, runners.get(v, False))
         for v in config.verifiers
-        if v == "transformers" or v in runners or (v == "packed" and not llama)
+        if v == "transformers" or v in runners or (v == "packed" and not llama and float32)
     ]
     verifiers = verifiers or [("transformers", False)]  # lean verifiers alone on a non-Llama target
 
@@ -83,7 +85,9 @@ def build_methods(
         out = []
         for verifier, lean_target in verifiers:
             packed = verifier == "packed" and not llama
-            gen = SpeculativeGenerator(target, tokenizer, lean_target=lean_target, packed=packed, **kwargs)
+            gen = SpeculativeGenerator(
+                target, tokenizer, lean_target=lean_target, packed=packed, invariant=bool(lean_target) and not float32, **kwargs
+            )
             suffix = "" if verifier == "transformers" else f"+{verifier}"
             out.append(Method(name + suffix, family, _ours_runner(gen, n, top_p), *row))
         return out

@@ -44,6 +44,11 @@ def _positions(values: list[float] | None, shown: int = 6) -> str:
     return "-" if not values else " / ".join(f"{v:.2f}" for v in values[:shown])
 
 
+def _margins(values: list[float] | None) -> str:
+    """The float32 target's logit gaps where greedy runs first differ from hf-target's (max first)."""
+    return "-" if not values else f"max {max(values):.3f} ({len(values)} prompts)"
+
+
 def to_markdown(results: BenchResults | Iterable[MethodResult]) -> str:
     """One table per workload and temperature; '-' where a number does not apply."""
     rows = _rows(results)
@@ -54,8 +59,8 @@ def to_markdown(results: BenchResults | Iterable[MethodResult]) -> str:
             out += [
                 f"### {workload}, {title}",
                 "",
-                "| method | tokens/s | × HF target-only [min–max over repeats] | × our target-only | acceptance | by position | tokens / target call | exact match |",
-                "|---|---:|---:|---:|---:|---|---:|---:|",
+                "| method | tokens/s | × HF target-only [min–max over repeats] | × our target-only | acceptance | by position | tokens / target call | = HF | = our loop | gap at 1st difference |",
+                "|---|---:|---:|---:|---:|---|---:|---:|---:|---|",
             ]
             for r in rows:
                 if r.workload != workload or r.temperature != temperature:
@@ -64,7 +69,7 @@ def to_markdown(results: BenchResults | Iterable[MethodResult]) -> str:
                     r.method, f"{r.tokens_per_s:.1f}", _band(r), _fmt(r.speedup_vs_loop, "{:.2f}×"),
                     _fmt(r.acceptance_rate, "{:.3f}"), _positions(r.position_acceptance),
                     _fmt(r.tokens_per_target_call, "{:.2f}"),
-                    _fmt(r.exact_match, "{:.2f}"),
+                    _fmt(r.exact_match, "{:.2f}"), _fmt(r.exact_vs_loop, "{:.2f}"), _margins(r.tie_margins),
                 ]
                 out.append("| " + " | ".join(cells) + " |")
             out.append("")
@@ -80,7 +85,8 @@ def decode_table(decode: dict | None) -> str:
         if name == "target" or name.endswith("_over_target"):
             continue
         if name.startswith("target"):
-            runner = {"target_lean": "LeanLlama", "target_packed": "oneDNN pre-packed weights"}.get(
+            runner = {"target_lean": "LeanLlama", "target_packed": "oneDNN pre-packed weights",
+                      "target_invariant": "LeanLlama, invariant"}.get(
                 name.split("@")[0], "transformers"
             )
             label = f"target ({runner}), {name.split('@')[1]} tokens at once"

@@ -35,6 +35,10 @@ class MethodResult:
     tokens_per_target_call: float | None = None  # generated tokens / target forward calls
     target_calls: float | None = None  # mean target forward calls per run
     exact_match: float | None = None  # greedy: fraction of runs token-identical to hf-target's
+    exact_vs_loop: float | None = None  # greedy: ... to our own target-only loop's (same verifier)
+    # greedy runs that differ from hf-target's: the float32 target's logit gap between the two
+    # tokens at the first differing position, once per prompt (specvideo.text.precision.divergence)
+    tie_margins: list[float] | None = None
     times_s: list[float] = field(default_factory=list)
     repeat: list[int] = field(default_factory=list)
     prompt: list[int] = field(default_factory=list)
@@ -117,7 +121,24 @@ def aggregate(method, workload: str, temperature: float, records) -> MethodResul
         row.position_acceptance = [a / d for a, d in zip(kept, seen) if d] or None
     if temperature == 0 and hf is not None:
         row.exact_match = statistics.fmean(float(a == b) for a, b in zip(tokens, hf["tokens"]))
+    loop = our_target_record(records, workload, method.name, temperature)
+    if temperature == 0 and loop is not None:
+        row.exact_vs_loop = statistics.fmean(float(a == b) for a, b in zip(tokens, loop["tokens"]))
     return row
+
+
+def tie_margins(rec: dict, hf: dict, prompt_ids: list, model) -> list[float]:
+    """The float32 ``model``'s logit gap at the first token where a run differs from hf-target's run
+    of the same prompt and repeat, once per prompt."""
+    from specvideo.text.precision import divergence
+
+    margins = {}
+    for index, ours, theirs in zip(rec["prompt"], rec["tokens"], hf["tokens"]):
+        if ours != theirs and index not in margins:
+            where = divergence(model, prompt_ids[index][0].tolist(), ours, theirs)
+            if where is not None:
+                margins[index] = where[1]
+    return [margins[i] for i in sorted(margins)]
 
 
 def our_target_record(records, workload: str, name: str, temperature: float) -> dict | None:

@@ -4,6 +4,7 @@ measure the decode costs."""
 
 from __future__ import annotations
 
+import copy
 import os
 import statistics
 import time
@@ -19,7 +20,7 @@ from specvideo.bench.report import machine_info
 from specvideo.bench.text.config import BENCH_TEXT_DEFAULTS, BenchTextConfig, parse_drafter
 from specvideo.bench.text.methods import CallCounter, build_methods
 from specvideo.bench.text.prompts import BenchPrompt, load_prompts_jsonl, workload_prompts
-from specvideo.bench.text.results import BenchResults, aggregate, assistant_settings
+from specvideo.bench.text.results import BenchResults, aggregate, assistant_settings, tie_margins
 from specvideo.text.packing import packed_linears
 from specvideo.text.state import context_length
 
@@ -90,6 +91,7 @@ def run_benchmark(
         for temperature in config.temperatures
         for method in _at(methods, config, temperature)
     ]
+    add_tie_margins(rows, records, prompt_ids, target)
     settings = {
         "decode_ms": decode_costs(
             target, draft, prompt_ids[0], vocabs, config.decode_forwards, config.decode_repeats, head
@@ -102,6 +104,20 @@ def run_benchmark(
         "hf_assisted": assistant_settings(draft) if "hf-assisted" in config.methods else None,
     }
     return BenchResults(rows=rows, prompts=bench_prompts, settings=settings, machine=machine_info(device))
+
+
+def add_tie_margins(rows, records, prompt_ids, target) -> None:
+    """Each greedy row that differs from hf-target somewhere gets the float32 target's logit gaps
+    at the first differing tokens (a near tie when within ``precision.NEAR_TIE``)."""
+    differing = [r for r in rows if r.exact_match is not None and r.exact_match < 1]
+    if not differing:
+        return
+    fp32 = copy.deepcopy(target).float()  # the model the dtypes round: its own gap decides
+    for row in differing:
+        rec = records[(row.workload, row.method, row.temperature)]
+        hf = records[(row.workload, "hf-target", row.temperature)]
+        row.tie_margins = tie_margins(rec, hf, prompt_ids, fp32)
+    del fp32
 
 
 def _at(methods, config: BenchTextConfig, temperature: float):
@@ -134,17 +150,15 @@ def load_models(config: BenchTextConfig):
 
         from specvideo.text.models import resolve_model
 
-        choice = resolve_model(config.pair)
+        choice = resolve_model(config.pair, config.dtype, config.device)
         config = replace(config, target=choice.target, draft=config.draft or choice.draft, pair=None)
     if config.target is not None and not os.path.isdir(config.target):
         raise ValueError(f"target model directory {config.target!r} does not exist (pass --target DIR)")
     if config.draft is not None and config.needs_draft and not os.path.isdir(config.draft):
         raise ValueError(f"draft model directory {config.draft!r} does not exist (pass --draft DIR)")
     draft_path = config.draft if config.needs_draft else None
-    if config.target is None:
-        gen = SpeculativeGenerator.from_pretrained(None, draft_path, drafter="model")
-    else:
-        gen = SpeculativeGenerator.from_pretrained(config.target, draft_path, drafter="model" if draft_path else "ngram")
+    drafter = "model" if draft_path or config.target is None else "ngram"
+    gen = SpeculativeGenerator.from_pretrained(config.target, draft_path, drafter=drafter, dtype=config.dtype)
     if config.needs_draft and gen.draft is None:
         raise ValueError("the methods hf-assisted and ours-draft need a draft model (pass --draft DIR)")
     if gen.tokenizer is None:
@@ -245,17 +259,22 @@ def decode_costs(
     ``head``: "head_lean@N" per token, fed its own features. The models take turns within each
     repeat, so a drift in the machine's speed reaches all of them alike."""
     from specvideo.text.lean import LeanLlama
+    from specvideo.text.precision import LEAN_MODEL_TYPES
 
     models = {f"target@{n}": (target, n) for n in TARGET_WIDTHS}
     packing = None
-    if getattr(target.config, "model_type", None) == "llama":
-        lean_target, packed_target = LeanLlama(target), LeanLlama(target, packed=True)
-        models.update({f"target_lean@{n}": (lean_target, n) for n in TARGET_WIDTHS + TREE_WIDTHS})
-        models.update({f"target_packed@{n}": (packed_target, n) for n in TARGET_WIDTHS + TREE_WIDTHS})
-    elif target.device.type == "cpu" and target.dtype == torch.float32:  # transformers on packed linears
+    float32_cpu = target.device.type == "cpu" and target.dtype == torch.float32
+    if getattr(target.config, "model_type", None) in LEAN_MODEL_TYPES:
+        widths = TARGET_WIDTHS + TREE_WIDTHS
+        models.update({f"target_lean@{n}": (LeanLlama(target), n) for n in widths})
+        if float32_cpu:
+            models.update({f"target_packed@{n}": (LeanLlama(target, packed=True), n) for n in widths})
+        else:  # the bf16 precision policy's runner
+            models.update({f"target_invariant@{n}": (LeanLlama(target, invariant=True), n) for n in widths})
+    elif float32_cpu:  # transformers on packed linears
         packing = packed_linears(target)
     models["draft"] = (draft, 1)
-    if getattr(draft.config, "model_type", None) == "llama":
+    if getattr(draft.config, "model_type", None) in LEAN_MODEL_TYPES:
         models["draft_lean"] = (LeanLlama(draft), 1)
         for vocab in (vocabs or {}).values():
             models[f"draft_lean@{len(vocab)}"] = (LeanLlama(draft, vocab), 1)

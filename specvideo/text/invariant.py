@@ -1,0 +1,102 @@
+"""Batch-invariant kernels for a bf16 target: a token's logits do not depend on how many tokens share
+its forward, so a k-token check computes each position exactly as a 1-token step does.
+
+A bf16 product's rounding depends on the kernel, and the kernel on the call's shape: a 1-row
+product takes another path than a 4-row one, and an attention call's key length and query count
+change how it splits and sums. Measured on SmolLM2-135M in bf16: a 4-token block's logits differ
+from four 1-token steps' by up to 1.0 (transformers and LeanLlama alike), enough to flip argmax at
+near ties. Here every decode-time call has one canonical shape:
+
+- linear layers run on tiles of exactly ``ROW_TILE`` rows (zero-padded): every row of every call
+  goes through the same kernel;
+- attention runs ``ROW_TILE`` query rows at a time over the key slots up to the next multiple of
+  ``KEY_TILE`` past each query (slots beyond the query masked; the cache is zero-initialised so a
+  masked slot is finite): a query's call has the same shape whether it is alone or in a block. The
+  queries of a block that fall on both sides of a ``KEY_TILE`` boundary go in two calls.
+
+A prefill (more than ``MAX_TILED_ROWS`` rows) runs as one call: every run computes it alike, and
+``CausalLMState`` feeds the prompt's last token with the first decode block. In bf16 a 4-row
+product costs about what a 1-row one does (docs/BENCHMARKS.md "Text: decode cost per dtype").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+ROW_TILE = 4  # rows of every decode-time linear and attention call
+KEY_TILE = 64  # attention calls see key slots up to a multiple of this
+MAX_TILED_ROWS = 64  # a block of more rows is a prefill: one call
+
+
+def key_width(end: int) -> int:
+    """The canonical key length for a query whose last visible slot is ``end - 1``."""
+    return -(-end // KEY_TILE) * KEY_TILE
+
+
+def tiled_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """x (..., d_in) @ weight (d_out, d_in)^T in calls of exactly ROW_TILE rows."""
+    if x.dim() > 1 and x.shape[-2] > MAX_TILED_ROWS:  # a prefill's tokens
+        return F.linear(x, weight)
+    rows = x.reshape(-1, x.shape[-1])  # (M, d_in)
+    M = rows.shape[0]
+    padded = F.pad(rows, (0, 0, 0, -M % ROW_TILE))  # (M', d_in), M' a multiple of ROW_TILE
+    if M <= ROW_TILE:
+        out = F.linear(padded, weight)[:M]  # (M, d_out)
+    else:
+        out = torch.cat([F.linear(tile, weight) for tile in padded.split(ROW_TILE)])[:M]  # (M, d_out)
+    return out.reshape(*x.shape[:-1], weight.shape[0])
+
+
+@dataclass(frozen=True)
+class Call:
+    """One attention call: queries first .. stop - 1 of the block over ``width`` key slots."""
+
+    first: int
+    stop: int
+    width: int
+    mask: torch.Tensor  # (B|1, 1, rows, width) bool
+
+
+def attention_plan(start: int, n: int, valid: torch.Tensor | None, device: torch.device) -> list[Call]:
+    """The calls that attend a block of n queries at slots start .. start + n - 1 (built once per
+    forward, shared by every layer). valid (B, start + n) real slots, None when all are."""
+    end = start + n
+    if n > MAX_TILED_ROWS:  # a prefill: one causal call
+        return [Call(0, n, end, _mask(valid, torch.arange(start, end, device=device), end, end))]
+    calls, j = [], 0
+    while j < n:
+        width = key_width(start + j + 1)
+        stop = min(j + ROW_TILE, n, width - start)  # queries that share this key width, one tile at most
+        query = (start + j + torch.arange(ROW_TILE, device=device)).clamp(max=start + stop - 1)  # padding rows repeat the last
+        calls.append(Call(j, stop, width, _mask(valid, query, end, width)))
+        j = stop
+    return calls
+
+
+def attend(q: torch.Tensor, kv: torch.Tensor, plan: list[Call], gqa: bool) -> torch.Tensor:
+    """q (B, H, n, D) the block's queries; kv (2, B, H_kv, capacity, D) one layer's cache with the
+    block's keys written, capacity >= every call's width. Returns (B, H, n, D)."""
+    outs = []
+    for call in plan:
+        rows = q[:, :, call.first : call.stop]  # (B, H, r, D)
+        padded = F.pad(rows, (0, 0, 0, call.mask.shape[2] - rows.shape[2]))  # (B, H, rows, D)
+        out = F.scaled_dot_product_attention(
+            padded, kv[0, :, :, : call.width], kv[1, :, :, : call.width], attn_mask=call.mask, enable_gqa=gqa
+        )  # (B, H, rows, D)
+        outs.append(out[:, :, : call.stop - call.first])
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)  # (B, H, n, D)
+
+
+def _mask(valid: torch.Tensor | None, query: torch.Tensor, end: int, width: int) -> torch.Tensor:
+    """(B|1, 1, rows, width) bool: the query at slot ``query[r]`` sees slot s when s <= query[r] and
+    s < end, and the slot is real (``valid``) or the query's own."""
+    slots = torch.arange(width, device=query.device)  # (width,)
+    causal = (slots[None] <= query[:, None]) & (slots[None] < end)  # (rows, width)
+    if valid is None:
+        return causal[None, None]
+    real = F.pad(valid.bool(), (0, width - valid.shape[1]))[:, None, :]  # (B, 1, width)
+    own = slots[None] == query[:, None]  # (rows, width)
+    return ((causal[None] & real) | own[None])[:, None]  # (B, 1, rows, width)

@@ -1,0 +1,138 @@
+"""Which number format a text model runs in, and what "exact" means in it.
+
+``dtype="auto"`` (the default of the API, the CLI, the server and the app) picks bfloat16 where the
+hardware computes it natively and float32 elsewhere:
+
+- CPU: bfloat16 when the processor has bf16 dot-product instructions (``avx512_bf16`` or the AMX
+  tiles ``amx_bf16`` in its flags, which oneDNN uses for bf16 matrix products), else float32
+  (oneDNN would emulate bf16 there, slower than float32). Decided from the CPU's flags, not from a
+  timing: a timing at load would cost seconds and vary with load. docs/BENCHMARKS.md "Text: decode
+  cost per dtype" has the measured curve behind the rule: on this project's CPUs a bf16 product
+  over 1-16 tokens costs less than a float32 one over 1, and grows far more slowly with the tokens.
+- CUDA: bfloat16 where the GPU supports it, else float32. Other devices: float32.
+
+Exactness. In float32 a k-token check and a 1-token step round almost alike, so greedy speculative
+output equals the target's own greedy decoding (measured, not guaranteed). In bfloat16 they do not:
+a product's rounding depends on the kernel, and argmax flips at near ties. So a bf16 target runs on
+``LeanLlama(invariant=True)``: every position of a verification block is computed with exactly the
+operations of a 1-token step (each query attends over its own key prefix in its own call; linear
+layers whose per-row result is independent of the number of rows, checked at load by
+``rows_invariant``, else padded to one fixed row tile). Speculative output then equals the same
+model's own greedy decoding bit for bit. It differs from another implementation's bf16 decoding
+(transformers' ``generate()``) at near ties only: both round the same model differently.
+``exact=True`` (``--exact``) runs float32 for users who need the float32 model's own tokens.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import torch
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+# the architectures LeanLlama runs, so the only ones whose bf16 checks can be made invariant
+LEAN_MODEL_TYPES = ("llama", "qwen2")
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of bf16 dot products
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (Linux ``/proc/cpuinfo``); empty where they cannot be read."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.partition(":")[2].split())
+    return frozenset()
+
+
+def native_bf16(device: torch.device | str = "cpu", flags: frozenset[str] | None = None) -> bool:
+    """Whether bfloat16 products run natively on ``device`` (CPU: by its flags; CUDA: by the GPU)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type != "cpu":
+        return False
+    flags = cpu_flags() if flags is None else flags
+    return any(flag in flags for flag in NATIVE_BF16_FLAGS) and torch.backends.mkldnn.is_available()
+
+
+def resolve_dtype(
+    dtype: str | torch.dtype | None = "auto",
+    device: torch.device | str | None = "cpu",
+    exact: bool = False,
+    architecture: str | None = None,
+    flags: frozenset[str] | None = None,
+) -> torch.dtype:
+    """The torch dtype for ``dtype`` ("auto", a name from ``DTYPES`` or a torch dtype) on ``device``;
+    ``exact`` asks for float32 and refuses any other explicit dtype. "auto" keeps float32 for a
+    model ``architecture`` (its config's model_type) that LeanLlama cannot run invariantly."""
+    if isinstance(dtype, torch.dtype):
+        name = str(dtype).removeprefix("torch.")
+    else:
+        name = "auto" if dtype is None else str(dtype)
+    if name not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    if exact:
+        if name not in ("auto", "float32"):
+            raise ValueError(f"exact=True runs float32; it cannot be combined with dtype={name!r}")
+        return torch.float32
+    if name == "auto":
+        lean = architecture is None or architecture in LEAN_MODEL_TYPES
+        return torch.bfloat16 if lean and native_bf16(device or "cpu", flags) else torch.float32
+    return getattr(torch, name)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def model_type(path: str | Path) -> str | None:
+    """The model_type in a model directory's config.json, or a GGUF file's architecture; None when
+    neither can be read (a Hub id: transformers reads it later)."""
+    path = Path(path)
+    try:
+        if path.suffix == ".gguf":
+            from gguf import GGUFReader
+
+            field = GGUFReader(path).fields["general.architecture"]
+            return bytes(field.parts[field.data[0]]).decode()
+        return json.loads((path / "config.json").read_text()).get("model_type")
+    except (OSError, ValueError, KeyError, ImportError):
+        return None
+
+
+@torch.inference_mode()
+def rows_invariant(weight: torch.Tensor, max_rows: int = 16, seed: int = 0) -> bool:
+    """Whether ``F.linear(x, weight)`` gives each row the same bits whatever the number of rows
+    (1 .. max_rows) in the call: kernels are chosen by shape, so random rows test the shape's path."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(max_rows, weight.shape[1], generator=generator).to(weight)  # (R, d_in)
+    alone = torch.cat([torch.nn.functional.linear(x[i : i + 1], weight) for i in range(max_rows)])  # (R, d_out)
+    for rows in range(2, max_rows + 1):
+        if not torch.equal(torch.nn.functional.linear(x[:rows], weight), alone[:rows]):
+            return False
+    return True
+
+
+# Two candidates whose logits lie within this of each other are a near tie: bf16 products computed
+# by different kernels (transformers against LeanLlama, a tree's one call against chain steps) were
+# measured up to 0.5-1.0 apart on SmolLM2-135M's logits, so either may win.
+NEAR_TIE = 1.0
+
+
+@torch.inference_mode()
+def divergence(model, prompt: list[int], a: list[int], b: list[int]) -> tuple[int, float] | None:
+    """Where two greedy continuations of ``prompt`` first differ and the margin there: the gap
+    between the two chosen tokens' logits under ``model`` (a transformers causal LM, run in float32
+    on a copy of the prefix); None when one is a prefix of the other."""
+    i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if i is None:
+        return None
+    ids = torch.tensor([prompt + a[:i]], device=model.device)
+    logits = model(input_ids=ids).logits[0, -1].float()  # (V,)
+    return i, float((logits[a[i]] - logits[b[i]]).abs())
