@@ -13,7 +13,7 @@ from specvideo.cli.common import add_report, add_seed_and_device, floats, ints, 
 def add(kinds) -> None:
     from specvideo.bench.text import BENCH_TEXT_DEFAULTS as d
     from specvideo.bench.text import FAMILIES
-    from specvideo.bench.text.config import SPLITS, WORKLOADS
+    from specvideo.bench.text.config import PEER_FAMILIES, SPLITS, WORKLOADS
     from specvideo.text.precision import DTYPES
 
     t = kinds.add_parser(
@@ -41,7 +41,12 @@ def add(kinds) -> None:
                    help="our model-drafter variant(s): model, lean, lean@N, hybrid, hybrid@N, tree, "
                         "ngram-tree, head@N, head-tree@N, head-hybrid@N, head-hybrid-tree@N")
     t.add_argument("--methods", metavar="LIST", type=names, default=d.methods,
-                   help=f"comma-separated subset of {','.join(FAMILIES)}")
+                   help=f"comma-separated subset of {','.join(FAMILIES + PEER_FAMILIES)} "
+                        "(llama-cpp: llama.cpp's server on the same GGUF, built once by scripts/build_llama_cpp.sh)")
+    t.add_argument("--llama-cpp-modes", metavar="LIST", type=names, default=d.llama_cpp_modes,
+                   help="llama-cpp rows: plain, ngram (its prompt lookup), draft (the code pair's 0.5B)")
+    t.add_argument("--llama-cpp-k-values", metavar="LIST", type=ints, default=d.llama_cpp_ks,
+                   help="llama-cpp speculative rows: the draft lengths")
     t.add_argument("--sampled-methods", metavar="LIST", type=names, default=d.sampled_methods,
                    help="the families also run at T > 0")
     t.add_argument("--schedules", metavar="LIST", type=names, default=d.schedules, help="our draft-length schedules")
@@ -83,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         verifiers=args.verifiers, tree_shapes=args.tree_shapes,
         temperatures=args.temperatures, top_p=args.top_p, methods=args.methods,
         sampled_methods=args.sampled_methods, repeats=args.repeats, seed=args.seed, device=args.device, dtype=args.dtype,
+        llama_cpp_modes=args.llama_cpp_modes, llama_cpp_ks=args.llama_cpp_k_values,
         decode_forwards=args.decode_forwards, decode_repeats=args.decode_repeats, report=args.report,
     )
     results = run_benchmark(config, progress=True)
@@ -120,5 +126,7 @@ def reproducing_argv(config) -> list[str]:
     argv += ["--temperatures", join(f"{t:g}" for t in config.temperatures), "--top-p", f"{config.top_p:g}"]
     argv += ["--repeats", str(config.repeats), "--seed", str(config.seed), "--device", config.device]
     argv += ["--dtype", config.dtype]
+    if "llama-cpp" in config.methods:
+        argv += ["--llama-cpp-modes", join(config.llama_cpp_modes), "--llama-cpp-k-values", join(config.llama_cpp_ks)]
     argv += ["--decode-forwards", str(config.decode_forwards), "--decode-repeats", str(config.decode_repeats)]
     return argv

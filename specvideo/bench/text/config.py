@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from specvideo.bench.text.llama_cpp import LLAMA_MODES
 from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
 from specvideo.text.precision import DTYPES
 
 FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
+# llama.cpp's server on the same GGUF files (scripts/build_llama_cpp.sh builds it; asked for by name)
+PEER_FAMILIES = ("llama-cpp",)
 SCHEDULES = ("constant", "heuristic", "confidence")
 HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
 WORKLOADS = ("code", "chat", "fim")  # fim: fill-in-the-middle, for a model with FIM tokens (the code pair)
@@ -98,6 +101,10 @@ class BenchTextConfig:
     top_p: float = 0.9
     methods: tuple[str, ...] = FAMILIES
     sampled_methods: tuple[str, ...] = ("hf-target", "ours-draft", "ours-ngram")  # the families also run at T > 0
+    # llama-cpp (in methods): its plain generation and speculative modes, each speculative one at
+    # every k of llama_cpp_ks (specvideo.bench.text.llama_cpp)
+    llama_cpp_modes: tuple[str, ...] = ("plain", "ngram")
+    llama_cpp_ks: tuple[int, ...] = (3,)
     repeats: int = 3  # medians over repeats with their spread
     # the decode-cost table: forwards timed per entry and repeats (a 1.5B target: fewer, ~1 s each)
     decode_forwards: int = 32
@@ -113,6 +120,7 @@ class BenchTextConfig:
         for name in (
             "workloads", "drafters", "schedules", "ks", "assistant_ks", "assistant_schedules",
             "lookup_ks", "ngram_ks", "verifiers", "temperatures", "methods", "sampled_methods", "tree_shapes",
+            "llama_cpp_modes", "llama_cpp_ks",
         ):  # tuples, no repeats
             object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
         if not isinstance(self.num_prompts, int) or isinstance(self.num_prompts, bool) or self.num_prompts < 0:
@@ -125,8 +133,11 @@ class BenchTextConfig:
         check_positive_int("decode_repeats", self.decode_repeats)
         _choose("split", (self.split,), SPLITS, allow_empty=False)
         _choose("workload", self.workloads, WORKLOADS, allow_empty=False)
-        _choose("method", self.methods, FAMILIES, allow_empty=False)
-        _choose("method", self.sampled_methods, FAMILIES, allow_empty=True)
+        _choose("method", self.methods, FAMILIES + PEER_FAMILIES, allow_empty=False)
+        _choose("method", self.sampled_methods, FAMILIES + PEER_FAMILIES, allow_empty=True)
+        _choose("llama.cpp mode", self.llama_cpp_modes, LLAMA_MODES, allow_empty=False)
+        for k in self.llama_cpp_ks:
+            check_positive_int("k", k)
         _choose("schedule", self.schedules, SCHEDULES, allow_empty=False)
         _choose("verifier", self.verifiers, VERIFIERS, allow_empty=False)
         _choose("dtype", (self.dtype,), DTYPES, allow_empty=False)

@@ -7,6 +7,8 @@
     hf-lookup     ``target.generate(prompt_lookup_num_tokens=k)`` for k in ``lookup_ks``
     ours-draft    our loop with a draft model: one row per drafter x schedule x k
     ours-ngram    our loop with prompt lookup (n-gram drafter), constant k in ``ngram_ks`` (else ``lookup_ks``)
+    llama-cpp     llama.cpp's server on the same GGUF files: plain, n-gram and draft speculation
+                  (``specvideo.bench.text.llama_cpp``; only when asked for in ``methods``)
 
 End-of-sequence never stops a run (our ``stop=None``; transformers gets ``eos_token_id=[]`` and
 ``min_new_tokens=max_new_tokens``), so every method generates exactly ``max_new_tokens`` and the
@@ -22,7 +24,13 @@ from typing import Any
 
 import torch
 
-from specvideo.bench.text.config import FAMILIES, BenchTextConfig, parse_drafter, parse_tree_shape
+from specvideo.bench.text.config import (
+    FAMILIES,
+    PEER_FAMILIES,
+    BenchTextConfig,
+    parse_drafter,
+    parse_tree_shape,
+)
 
 
 @dataclass
@@ -34,6 +42,7 @@ class Method:
     schedule: str | None = None
     k: int | None = None
     reset: Callable[[], None] | None = None  # called before every run, outside the timed region
+    close: Callable[[], None] | None = None  # called once after the last run (a peer's server)
 
 
 class CallCounter:
@@ -92,9 +101,11 @@ def build_methods(
             out.append(Method(name + suffix, family, _ours_runner(gen, n, top_p), *row))
         return out
 
-    for family in FAMILIES:
+    for family in FAMILIES + PEER_FAMILIES:
         if family not in config.methods:
             continue
+        if family == "llama-cpp":
+            methods += llama_cpp_methods(config)
         if family == "hf-target":
             methods.append(Method("hf-target", family, hf()))
         elif family == "ours-target":
@@ -146,6 +157,36 @@ def build_methods(
                     schedule="constant",
                 )
     return methods
+
+
+def llama_cpp_methods(config: BenchTextConfig) -> list[Method]:
+    """One llama-server per mode (and k) on the target's GGUF file; closed by the bench at the end."""
+    from specvideo.bench.text.llama_cpp import LlamaServer, llama_runner, mode_args
+
+    target_gguf, draft_gguf = gguf_files(config)
+    threads = torch.get_num_threads()
+    methods = []
+    for mode in config.llama_cpp_modes:
+        for k in (None,) if mode == "plain" else config.llama_cpp_ks:
+            name = "llama.cpp" if k is None else f"llama.cpp-{mode}-k{k}"
+            server = LlamaServer(target_gguf, mode_args(mode, draft_gguf, k or 1), threads, context=4096)
+            run = llama_runner(server, config.max_new_tokens, config.top_p)
+            methods.append(Method(name, "llama-cpp", run, None if k is None else mode, None, k, close=server.close))
+    return methods
+
+
+def gguf_files(config: BenchTextConfig):
+    """(target GGUF, draft GGUF or None) of the benchmarked model: the default SmolLM2's file, or
+    the code pair's two files."""
+    if config.pair == "qwen-coder":
+        from specvideo.text.models import QWEN_CODER_FILES, qwen_coder_dir
+
+        return tuple(qwen_coder_dir() / name for name in QWEN_CODER_FILES)
+    if config.target is None:
+        from specvideo.text.smollm import gguf_path
+
+        return gguf_path(), None
+    raise ValueError("llama.cpp rows run the default target's or the code pair's GGUF files (no --target DIR)")
 
 
 def _shapes(name: str, shapes) -> list[tuple[str, dict]]:

@@ -119,10 +119,10 @@ def aggregate(method, workload: str, temperature: float, records) -> MethodResul
         seen = [sum(s.position_drafted[i] for s in stats if i < len(s.position_drafted)) for i in range(depth)]
         kept = [sum(s.position_accepted[i] for s in stats if i < len(s.position_accepted)) for i in range(depth)]
         row.position_acceptance = [a / d for a, d in zip(kept, seen) if d] or None
-    if temperature == 0 and hf is not None:
+    if temperature == 0 and hf is not None and method.family != "llama-cpp":  # llama.cpp: quantized weights
         row.exact_match = statistics.fmean(float(a == b) for a, b in zip(tokens, hf["tokens"]))
     loop = our_target_record(records, workload, method.name, temperature)
-    if temperature == 0 and loop is not None:
+    if temperature == 0 and loop is not None and method.family != "llama-cpp":
         row.exact_vs_loop = statistics.fmean(float(a == b) for a, b in zip(tokens, loop["tokens"]))
     return row
 

@@ -84,6 +84,9 @@ def run_benchmark(
     finally:
         counter.close()
         bar.close()
+        for method in methods:
+            if method.close is not None:
+                method.close()
     workloads = list(dict.fromkeys(p.workload for p in bench_prompts))
     rows = [
         aggregate(method, workload, temperature, records)
