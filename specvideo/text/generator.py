@@ -9,29 +9,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
-from specvideo.core.acceptance import greedy_match, rejection_sample
-from specvideo.core.loop import speculate
 from specvideo.core.schedule import make_schedule
-from specvideo.core.tree import tree_verdict
-from specvideo.core.types import Draft, SpecStats, Step
+from specvideo.core.types import SpecStats
 from specvideo.paths import shipped
 from specvideo.text.config import DRAFTERS, HEAD_DRAFTERS, LEAN_DRAFTERS, MODEL_DRAFTERS, TEXT_DEFAULTS
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
+from specvideo.text.generation import Run, TextOutput, accept_rule, check_context
 from specvideo.text.head import DraftHead
 from specvideo.text.head_drafters import HeadDrafter, HeadTreeDrafter
 from specvideo.text.lean import LEAN_MODEL_TYPES, LeanLlama
 from specvideo.text.loading import check_vocab, load_causal_lm, load_draft, load_tokenizer
 from specvideo.text.packing import packed_linears
 from specvideo.text.precision import dtype_name, model_type, resolve_dtype
-from specvideo.text.prompts import EncodedPrompt, encode_prompt
+from specvideo.text.prompts import encode_prompt
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.smollm import smollm2_dir
 from specvideo.text.state import context_length
@@ -50,35 +46,6 @@ DEFAULT_DRAFTER = "ngram"
 # against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split"), greedy still exact
 DEFAULT_LEAN_TARGET = True
 NO_MODEL_DRAFTERS = ("ngram", "ngram-tree", "none")  # the drafters that load no draft model
-
-
-@dataclass
-class TextOutput:
-    """text: decoded new text (None without a tokenizer); token_ids: the new token ids.
-
-    Both are lists with one entry per prompt when the input was a batch.
-    """
-
-    text: str | list[str] | None
-    token_ids: list[int] | list[list[int]]
-    stats: SpecStats
-
-
-@dataclass
-class Run:
-    """One generation in progress: iterate ``steps()`` to run it round by round; ``stats`` fills up."""
-
-    drafter: Any
-    verifier: TargetVerifier
-    accept: Any
-    schedule: Any
-    stats: SpecStats
-    prompt: EncodedPrompt
-    packing: Any = contextlib.nullcontext  # () -> the context the models' forwards run in
-
-    def steps(self) -> Iterator[Step]:
-        with self.packing():
-            yield from speculate(self.drafter, self.verifier, self.accept, self.schedule, self.stats)
 
 
 class SpeculativeGenerator:
@@ -328,9 +295,9 @@ class SpeculativeGenerator:
         encoded = encode_prompt(
             prompt, self.tokenizer, self.target.config.vocab_size, self.device, attention_mask
         )
-        _check_context(encoded.max_length, max_new_tokens, context_length(self.target))
+        check_context(encoded.max_length, max_new_tokens, context_length(self.target))
         if self.draft is not None and self.drafter_name not in ("ngram", "ngram-tree"):  # drafts never run past the target's room
-            _check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
+            check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
         runner = self._lean_target if self._lean_target is not None else self.target
         verifier = TargetVerifier(runner, sampling, max_new_tokens, self._stop_ids(stop))
         drafter = self._make_drafter(sampling, generator, verifier, encoded.batch_size)
@@ -342,7 +309,7 @@ class SpeculativeGenerator:
         return Run(
             drafter=drafter,
             verifier=verifier,
-            accept=_accept_rule(sampling, generator),
+            accept=accept_rule(sampling, generator),
             schedule=make_schedule(self.schedule_name, self.num_draft_tokens, **kwargs),
             stats=SpecStats(),
             prompt=encoded,
@@ -418,23 +385,3 @@ class SpeculativeGenerator:
         if run.prompt.is_batch:
             return TextOutput(text=texts, token_ids=token_ids, stats=run.stats)
         return TextOutput(text=texts[0] if texts else None, token_ids=token_ids[0], stats=run.stats)
-
-
-def _accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
-    def accept(draft: Draft, evidence: torch.Tensor):
-        if draft.tree is not None:  # a token tree: walk it (specvideo.core.tree)
-            return tree_verdict(draft, evidence, generator)
-        if sampling.greedy:
-            return greedy_match(evidence, draft.items, draft.lengths)
-        return rejection_sample(evidence, draft.q, draft.items, draft.lengths, generator)
-
-    return accept
-
-
-def _check_context(prompt_length: int, max_new_tokens: int, context: int, model: str = "target") -> None:
-    """Refuse a generation that would run past a model's positions (they would be clamped silently)."""
-    if prompt_length + max_new_tokens > context:
-        raise ValueError(
-            f"prompt of {prompt_length} tokens + max_new_tokens={max_new_tokens} = "
-            f"{prompt_length + max_new_tokens} exceeds the {model}'s context length of {context} tokens"
-        )

@@ -183,7 +183,11 @@ def text_section(results: BenchResults, command: str, plot_link: str) -> str:
         "methods interleaved per prompt, one untimed warm-up per method.",
         f"- Sampling: T with top-p {s['top_p']:g} on both sides (top-k off). tokens/s: median over runs. "
         "Speedups: per repeat the median over prompts of the per-prompt time ratio; the median over repeats "
-        "with [min–max]. Exact match: fraction of greedy runs token-identical to HF target-only.",
+        "with [min–max]. = HF / = our loop: fraction of greedy runs token-identical to HF target-only / to our "
+        "own target-only loop; gap at 1st difference: the float32 target's logit gap between the two tokens "
+        "where a run first differs from HF's (a near tie when small).",
+        f"- Number format: **{s.get('torch_dtype', 'float32')}** (--dtype {s.get('dtype', 'float32')}) for every "
+        "method; in bf16 our loop verifies on LeanLlama(invariant=True).",
     ]
     if s.get("hf_assisted"):
         notes.append("- HF assisted, the draft's generation config otherwise: "

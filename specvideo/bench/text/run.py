@@ -101,6 +101,7 @@ def run_benchmark(
         ) if draft is not None else None,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "workloads_run": workloads,
+        "torch_dtype": str(target.dtype).removeprefix("torch."),  # what --dtype resolved to
         "num_prompts_run": {w: sum(p.workload == w for p in bench_prompts) for w in workloads},
         "prompt_tokens": {w: [int(ids.shape[1]) for p, ids in zip(bench_prompts, prompt_ids) if p.workload == w]
                           for w in workloads},
