@@ -270,11 +270,14 @@ def decode_costs(
     float32_cpu = target.device.type == "cpu" and target.dtype == torch.float32
     if getattr(target.config, "model_type", None) in LEAN_MODEL_TYPES:
         widths = TARGET_WIDTHS + TREE_WIDTHS
-        models.update({f"target_lean@{n}": (LeanLlama(target), n) for n in widths})
+        lean = LeanLlama(target)  # one runner per kind, shared by its widths (a 1.5B copy is gigabytes)
+        models.update({f"target_lean@{n}": (lean, n) for n in widths})
         if float32_cpu:
-            models.update({f"target_packed@{n}": (LeanLlama(target, packed=True), n) for n in widths})
+            packed = LeanLlama(target, packed=True)
+            models.update({f"target_packed@{n}": (packed, n) for n in widths})
         else:  # the bf16 precision policy's runner
-            models.update({f"target_invariant@{n}": (LeanLlama(target, invariant=True), n) for n in widths})
+            invariant = LeanLlama(target, invariant=True)
+            models.update({f"target_invariant@{n}": (invariant, n) for n in widths})
     elif float32_cpu:  # transformers on packed linears
         packing = packed_linears(target)
     models["draft"] = (draft, 1)
