@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 
 def tiny_llama(
@@ -31,6 +31,27 @@ def tiny_llama(
     model = LlamaForCausalLM(config).eval()
     with torch.no_grad():
         model.lm_head.weight.mul_(logit_scale)
+    return model
+
+
+def tiny_qwen(vocab_size: int = 64, layers: int = 2, seed: int = 3) -> Qwen2ForCausalLM:
+    """A random Qwen2 (a Llama with q/k/v biases, here non-zero)."""
+    torch.manual_seed(seed)
+    config = Qwen2Config(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+    )
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():  # non-zero biases, so the test sees them
+        for layer in model.model.layers:
+            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                proj.bias.normal_(0, 0.5)
     return model
 
 

@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from specvideo.cli.common import UsageError, add_dtype, add_seed_and_device
-from specvideo.text.config import MODEL_DRAFTERS, ONE_ROW_DRAFTERS
+from specvideo.text.config import MODEL_DRAFTERS
 
 
 def add(commands) -> None:
@@ -38,6 +38,12 @@ def add(commands) -> None:
         type=int,
         default=4,
         help="greedy requests that arrive together share a batch of this many",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=int,
+        default=2048,
+        help="the most tokens one request generates; a larger max_tokens is cut to it",
     )
     p.add_argument(
         "--packed",
@@ -76,20 +82,49 @@ def load(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Listen at once and load the model in a thread: 503 (``/health`` included) until it is ready;
+    a failed load stops the server with its error."""
+    import logging
+    import threading
+
     import uvicorn
 
+    from specvideo.errors import first_line
     from specvideo.serve import Engine, create_app
+    from specvideo.text.models import check_model, model_name
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be in 1..65535, got {args.port}")
     if args.max_queue < 1 or args.max_batch < 1:
         raise UsageError("--max-queue and --max-batch must be >= 1")
-    gen, name = load(args)
-    max_batch = args.max_batch
-    if gen.drafter_name in ONE_ROW_DRAFTERS and max_batch > 1:
-        print(f"--drafter {gen.drafter_name} verifies one request at a time: --max-batch 1", file=sys.stderr)
-        max_batch = 1
-    engine = Engine(gen, name, max_queue=args.max_queue, max_batch=max_batch)
-    print(f"serving {name} on http://{args.host}:{args.port}/v1 (OpenAI API)", flush=True)
-    uvicorn.run(create_app(engine, args.api_key), host=args.host, port=args.port, log_level="warning")
+    if args.max_tokens < 1:
+        raise UsageError(f"--max-tokens must be >= 1, got {args.max_tokens}")
+    check_model(args.model)  # a missing model fails here, before the server listens
+    name = args.name or model_name(args.model)
+    engine = Engine(None, name, max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens)
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(engine, args.api_key), host=args.host, port=args.port, log_level="warning")
+    )
+    failed: list[Exception] = []
+
+    def load_model() -> None:
+        try:
+            gen, _ = load(args)
+        except Exception as err:  # noqa: BLE001 - reported by the CLI once the server stops
+            failed.append(err)
+            engine.fail(first_line(err))
+            server.should_exit = True
+            return
+        engine.attach(gen)
+        if engine.max_batch < args.max_batch:
+            print(f"--drafter {gen.drafter_name} verifies one request at a time: --max-batch 1", file=sys.stderr)
+        print(f"ready: {name} ({gen.drafter_name} drafter)", flush=True)
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("specvideo.serve").setLevel(logging.INFO)
+    threading.Thread(target=load_model, name="specvideo-load", daemon=True).start()
+    print(f"serving {name} on http://{args.host}:{args.port}/v1 (OpenAI API; 503 until loaded)", flush=True)
+    server.run()
+    if failed:
+        raise failed[0]
     return 0

@@ -64,46 +64,9 @@ def _add_train_smollm2(kinds) -> None:
     e.add_argument("--work", default=d.work)
     e.add_argument("--out", default=d.out)
     e.set_defaults(run=_run_smollm2_export)
-    _add_train_head(kinds)
+    from specvideo.cli import train_head
 
-
-def _add_train_head(kinds) -> None:
-    from specvideo.training.head import HeadConfig
-
-    d = HeadConfig()
-    h = kinds.add_parser(
-        "smollm2-head",
-        help="the draft head on SmolLM2's features: cache them from the draft data, then train (resumable)",
-    )
-    h.add_argument("--data", default=d.data, help="the smollm2-draft-data work directory")
-    h.add_argument("--work", default=d.work)
-    h.add_argument("--steps", type=int, default=d.steps)
-    h.add_argument("--max-minutes", type=float, default=d.max_minutes)
-    h.add_argument("--threads", type=int, default=d.threads)
-    h.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
-    h.add_argument(
-        "--ttt-steps",
-        type=int,
-        default=d.ttt_steps,
-        help="steps unrolled on the head's own features (EAGLE-3; 1 = none)",
-    )
-    h.add_argument(
-        "--init-head", metavar="DIR", help="an exported head to start from (default: the target's last layer)"
-    )
-    h.set_defaults(run=_run_head)
-    e = kinds.add_parser("smollm2-head-export", help="write models/smollm2-head (fp16) from the checkpoint")
-    e.add_argument("--work", default=d.work)
-    e.add_argument("--out", default=d.out)
-    e.set_defaults(run=_run_head_export)
-    v = kinds.add_parser(
-        "smollm2-head-eval", help="greedy acceptance per draft position on the validation replies"
-    )
-    v.add_argument("--work", default=d.work)
-    v.add_argument("--head", default=d.out, help="the exported head directory")
-    v.add_argument("--k", type=int, default=5)
-    v.add_argument("--draft-vocab", type=int, default=2048, help="FR-Spec tokens it drafts from (0 = all)")
-    v.add_argument("--threads", type=int, default=d.threads)
-    v.set_defaults(run=_run_head_eval)
+    train_head.add(kinds)
 
 
 def check_ranges(*checks: tuple[str, object, bool]) -> None:
@@ -111,75 +74,6 @@ def check_ranges(*checks: tuple[str, object, bool]) -> None:
     for flag, value, ok in checks:
         if not ok:
             raise ValueError(f"{flag} is out of range: {value}")
-
-
-def _smollm2_target():
-    from specvideo.text.loading import load_causal_lm
-    from specvideo.text.smollm import smollm2_dir
-
-    return load_causal_lm(str(smollm2_dir())).eval()
-
-
-def _run_head(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from specvideo.text.head import is_draft_head
-    from specvideo.training.head import HeadConfig, compute_features, train
-
-    if args.init_head and not is_draft_head(args.init_head):
-        raise ValueError(
-            f"--init-head {args.init_head} is not an exported draft head (smollm2-head-export writes one)"
-        )
-    check_ranges(
-        ("--steps", args.steps, args.steps >= 1),
-        ("--lr", args.lr, args.lr > 0),
-        ("--ttt-steps", args.ttt_steps, 1 <= args.ttt_steps <= 8),
-        ("--threads", args.threads, args.threads >= 1),
-    )
-    keys = ("data", "work", "steps", "max_minutes", "threads", "lr", "ttt_steps", "init_head")
-    cfg = replace(HeadConfig(), **{k: getattr(args, k) for k in keys})
-    target = _smollm2_target()
-    compute_features(cfg, target)
-    print(train(cfg, target))
-    return 0
-
-
-def _run_head_export(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from specvideo.training.head import HeadConfig, export
-
-    print(export(replace(HeadConfig(), work=args.work, out=args.out), _smollm2_target()))
-    return 0
-
-
-def _run_head_eval(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    import torch
-
-    from specvideo.text.head import load_head
-    from specvideo.text.vocab import ranked_vocabulary
-    from specvideo.training.head import chain_acceptance
-
-    torch.set_num_threads(args.threads)
-    target = _smollm2_target()
-    head = load_head(args.head, target).float()
-    vocab = (
-        ranked_vocabulary(args.head, args.draft_vocab, target.config.vocab_size) if args.draft_vocab else None
-    )
-    rows = torch.load(Path(args.work) / "features" / "valid.pt")["rows"]
-    values = chain_acceptance(head, rows, vocab, args.k)
-    print(
-        json.dumps(
-            {
-                "rows": len(rows),
-                "draft_vocab": args.draft_vocab,
-                "acceptance_by_position": [round(v, 4) for v in values],
-            }
-        )
-    )
-    return 0
 
 
 def _run_smollm2_data(args: argparse.Namespace) -> int:

@@ -103,6 +103,7 @@ class SpecStats:
     time_verify: float = 0.0
     time_correct: float = 0.0
     time_total: float = 0.0
+    time_forward: float = 0.0  # the target's forward passes, inside time_verify (text)
     target_only_calls: int = 0
 
     @property

@@ -4,20 +4,27 @@ Routes: ``POST /v1/completions`` (``prompt``, ``suffix`` for fill-in-the-middle)
 /v1/chat/completions`` (``messages`` through the model's chat template), ``GET /v1/models``,
 ``GET /health``. ``stream: true`` answers with server-sent events in OpenAI's chunk format ending
 with ``data: [DONE]``. Every answer carries ``usage`` and a ``speculative`` field (acceptance rate,
-tokens per target call, the batch it ran in). Errors are OpenAI's error JSON: 400 for bad fields,
-401 for a wrong API key, 413 for a prompt past the context, 429 when the queue is full.
+tokens per target call, the batch it ran in). Errors are OpenAI's error JSON on every route: 400
+for bad or unsupported fields, 401 for a wrong API key, 404 for an unknown route, 413 for a body
+past ``max_body_bytes`` or a prompt past the context, 429 when the queue is full and 503 while the
+model loads or after the worker died (both with ``Retry-After``). ``/health`` is 200 only when the
+server can generate (llama.cpp's convention: 503 while loading). Prompts are tokenized off the event
+loop; every request logs one line (``specvideo.serve``): id, route, tokens, TTFT, tok/s, acceptance.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import queue
+import time
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException
 
 from specvideo.serve.engine import Done, Engine, Failed, Job, Piece
 from specvideo.serve.protocol import (
@@ -32,37 +39,53 @@ from specvideo.text.prompts import FIM_TOKENS, chat_ids, fim_ids
 from specvideo.text.state import context_length
 
 DEFAULT_CHAT_TOKENS = 512
+MAX_BODY_BYTES = 4 << 20  # 4 MiB: far past any context these models hold
 POLL_S = 0.25  # how often a waiting stream checks that its client is still there
+log = logging.getLogger("specvideo.serve")
 
 
-def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
+def _error(err: APIError) -> JSONResponse:
+    return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
+
+
+def create_app(engine: Engine, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     app = FastAPI(title="specvideo", docs_url=None, redoc_url=None)
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, err: APIError):
-        return JSONResponse(err.body(), status_code=err.status)
+        return _error(err)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, err: HTTPException):  # 404 / 405 in OpenAI's JSON
+        what = {404: f"no route {request.url.path}", 405: f"{request.method} is not allowed on {request.url.path}"}
+        return _error(APIError(err.status_code, what.get(err.status_code, str(err.detail)), code=str(err.status_code)))
 
     @app.exception_handler(RequestValidationError)
     async def _bad_fields(request: Request, err: RequestValidationError):
         first = err.errors()[0]
         field = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
-        return JSONResponse(
-            APIError(400, f"{field}: {first.get('msg')}", param=field or None).body(), status_code=400
-        )
+        message = str(first.get("msg", "")).removeprefix("Value error, ")
+        return _error(APIError(400, f"{field}: {message}" if field else message, param=field or None))
 
     @app.middleware("http")
-    async def _auth(request: Request, call_next):
+    async def _guard(request: Request, call_next):
         if api_key and request.url.path.startswith("/v1/"):
             if request.headers.get("authorization", "") != f"Bearer {api_key}":
-                err = APIError(
-                    401, "invalid or missing API key (Authorization: Bearer ...)", code="invalid_api_key"
-                )
-                return JSONResponse(err.body(), status_code=401)
-        return await call_next(request)
+                return _error(APIError(401, "invalid or missing API key (Authorization: Bearer ...)", code="invalid_api_key"))
+        if request.method == "POST" and await _body_size(request) > max_body_bytes:
+            response = _error(APIError(413, f"the request body exceeds {max_body_bytes} bytes", code="body_too_large"))
+        else:
+            response = await call_next(request)
+        if request.method == "POST" and not getattr(request.state, "traced", False):  # refused before a job
+            log.info("- %s refused %d", request.url.path, response.status_code)
+        return response
 
     @app.get("/health")
     async def health():
-        return {"status": "ok", "model": engine.model_name, "queued": engine.queue.qsize()}
+        body = {"status": engine.state, "model": engine.model_name, "queued": engine.queue.qsize()}
+        if (err := engine.unavailable()) is not None:
+            return JSONResponse({**body, **err.body()}, status_code=503, headers=err.headers)
+        return {**body, "status": "ok"}
 
     @app.get("/v1/models")
     async def models():
@@ -73,21 +96,37 @@ def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
 
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request):
-        ids = _completion_ids(engine, body)
+        _ready(engine)
+        ids = await asyncio.to_thread(_completion_ids, engine, body)
         job = _job(engine, body, ids, body.max_tokens)
         return await _answer(engine, job, request, body.stream, completion_body, new_id("cmpl"))
 
     @app.post("/v1/chat/completions")
     async def chat(body: ChatRequest, request: Request):
+        _ready(engine)
         _check_model(engine, body.model)
         try:
-            ids = chat_ids([m.model_dump() for m in body.messages], engine.generator.tokenizer)
+            messages = [m.model_dump() for m in body.messages]
+            ids = await asyncio.to_thread(chat_ids, messages, engine.generator.tokenizer)
         except ValueError as err:
             raise APIError(400, str(err), param="messages") from None
         job = _job(engine, body, ids, body.limit)
         return await _answer(engine, job, request, body.stream, chat_body, new_id("chatcmpl"))
 
     return app
+
+
+async def _body_size(request: Request) -> int:
+    """The body's size: its Content-Length, or the body read whole when it comes chunked."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit():
+        return int(length)
+    return len(await request.body())
+
+
+def _ready(engine: Engine) -> None:
+    if (err := engine.unavailable()) is not None:
+        raise err
 
 
 def _check_model(engine: Engine, name: str) -> None:
@@ -129,31 +168,66 @@ def _job(engine: Engine, body, ids: list[int], max_tokens: int | None) -> Job:
             code="context_length_exceeded",
         )
     limit = max_tokens if max_tokens is not None else min(DEFAULT_CHAT_TOKENS, room)
+    if engine.max_tokens is not None:
+        limit = min(limit, engine.max_tokens)  # the server's cap (--max-tokens)
     return Job(ids, limit, body.temperature, body.top_p, body.seed, body.stops)
 
 
+class _Trace:
+    """One request's log line: id, route, outcome, prompt/completion tokens, TTFT, tok/s, acceptance."""
+
+    def __init__(self, rid: str, route: str, prompt_tokens: int):
+        self.rid, self.route, self.prompt_tokens = rid, route, prompt_tokens
+        self.start, self.first = time.perf_counter(), None
+
+    def piece(self) -> None:
+        self.first = self.first or time.perf_counter()
+
+    def end(self, outcome: str, event=None) -> None:
+        now = time.perf_counter()
+        usage, extra = getattr(event, "usage", None), getattr(event, "speculative", None) or {}
+        tokens = usage.completion_tokens if usage is not None else 0
+        acceptance = extra.get("acceptance_rate")
+        log.info(
+            "%s %s %s prompt=%d completion=%d ttft=%.3fs tok/s=%.1f acceptance=%s",
+            self.rid, self.route, outcome, self.prompt_tokens, tokens, (self.first or now) - self.start,
+            tokens / (now - self.start) if now > self.start else 0.0,
+            "-" if acceptance is None else f"{acceptance:.3f}",
+        )
+
+
 async def _answer(engine: Engine, job: Job, request: Request, stream: bool, make, rid: str):
-    engine.submit(job)
+    trace = _Trace(rid, request.url.path, len(job.prompt_ids))
+    request.state.traced = True  # this request's line is the trace's
+    try:
+        engine.submit(job)
+    except APIError as err:
+        trace.end(f"refused {err.status}")
+        raise
     if stream:
         return StreamingResponse(
-            _events(job, request, make, rid, engine.model_name), media_type="text/event-stream"
+            _events(job, request, make, rid, engine.model_name, trace), media_type="text/event-stream"
         )
     text = ""
     while True:
         event = await _next(job, request)
         if isinstance(event, Piece):
+            trace.piece()
             text += event.text
         elif isinstance(event, Failed):
+            trace.end(f"failed {event.error.status}")
             raise event.error
         elif isinstance(event, Done):
+            trace.end(event.finish_reason, event)
             return make(
                 rid, engine.model_name, text, event.finish_reason, event.usage, event.speculative, chunk=False
             )
         elif event is None:  # the client left
+            trace.end("disconnected")
             return JSONResponse({}, status_code=499)
 
 
-async def _events(job: Job, request: Request, make, rid: str, model: str) -> AsyncIterator[str]:
+async def _events(job: Job, request: Request, make, rid: str, model: str, trace: _Trace) -> AsyncIterator[str]:
     """The SSE stream of one job; however it ends (done, failed, the client gone, the task
     cancelled by the server on disconnect), an unfinished job is cancelled."""
     first, finished = True, False
@@ -164,13 +238,16 @@ async def _events(job: Job, request: Request, make, rid: str, model: str) -> Asy
                 return
             if isinstance(event, Failed):
                 finished = True
+                trace.end(f"failed {event.error.status}")
                 yield _sse(event.error.body())
                 break
             if isinstance(event, Piece):
+                trace.piece()
                 yield _sse(_chunk(make, rid, model, event.text, None, None, None, first))
                 first = False
             elif isinstance(event, Done):
                 finished = True
+                trace.end(event.finish_reason, event)
                 yield _sse(
                     _chunk(make, rid, model, "", event.finish_reason, event.usage, event.speculative, first)
                 )
@@ -178,6 +255,7 @@ async def _events(job: Job, request: Request, make, rid: str, model: str) -> Asy
         yield "data: [DONE]\n\n"
     finally:
         if not finished:
+            trace.end("disconnected")
             job.cancelled.set()
 
 

@@ -10,10 +10,16 @@ Each request receives ``Piece`` events as its text grows (held back while it cou
 stop sequence, cut at the first one), then one ``Done`` (or ``Failed``). A request whose client went
 away is cancelled: its row stops being reported, and a batch whose rows are all cancelled or done
 stops generating.
+
+``state`` tells the truth about serving: "loading" until ``attach`` hands over the generator,
+"ready" while the worker thread runs, "failed" once loading failed or the worker died (every job it
+held or that waits is then answered 503). Refusals carry ``Retry-After``: the seconds the queue ahead
+should take, from the mean wall time of recent batches.
 """
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -87,17 +93,64 @@ class Engine:
         max_queue: int = 16,
         max_batch: int = 4,
         batch_window_s: float = 0.02,
+        max_tokens: int | None = None,
     ):
+        """generator: a SpeculativeGenerator, or None while it loads (``attach`` it then).
+        max_tokens: the most tokens one request may generate (a larger ask is cut to it)."""
         if max_queue < 1 or max_batch < 1:
             raise ValueError(f"max_queue and max_batch must be >= 1, got {max_queue} and {max_batch}")
-        self.generator, self.model_name = generator, model_name
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
+        self.model_name, self.max_tokens = model_name, max_tokens
         self.max_batch, self.batch_window_s = max_batch, batch_window_s
         self.queue: queue.Queue[Job] = queue.Queue(maxsize=max_queue)
         self.batches: list[int] = []  # the size of every batch run: what concurrency bought
+        self.generator, self.error, self._thread = None, None, None
+        self.batch_seconds = 1.0  # running mean wall time of a batch (Retry-After)
+        if generator is not None:
+            self.attach(generator)
+
+    def attach(self, generator) -> None:
+        """Start serving with ``generator`` (the end of loading). A drafter that verifies one row
+        at a time (``ONE_ROW_DRAFTERS``: token trees) gets batches of one."""
+        from specvideo.text.config import ONE_ROW_DRAFTERS
+
+        if getattr(generator, "drafter_name", None) in ONE_ROW_DRAFTERS:
+            self.max_batch = 1
+        self.generator = generator
         self._thread = threading.Thread(target=self._loop, name="specvideo-serve", daemon=True)
         self._thread.start()
 
+    def fail(self, message: str) -> None:
+        """Loading failed: every request is answered 503 with ``message``."""
+        self.error = message
+
+    @property
+    def state(self) -> str:
+        if self.error is not None:
+            return "failed"
+        if self._thread is None:
+            return "loading"
+        return "ready" if self._thread.is_alive() else "failed"
+
+    def retry_after(self) -> str:
+        ahead = self.queue.qsize() + 1
+        return str(max(1, math.ceil(self.batch_seconds * ahead / self.max_batch)))
+
+    def unavailable(self) -> APIError | None:
+        """The 503 to answer while the engine cannot serve (None when it can)."""
+        state = self.state
+        if state == "ready":
+            return None
+        if state == "loading":
+            message, code = f"model {self.model_name!r} is loading: retry shortly", "model_loading"
+        else:
+            message, code = f"the server cannot generate: {self.error or 'its worker thread stopped'}", "worker_failed"
+        return APIError(503, message, "unavailable_error", code=code, headers={"Retry-After": self.retry_after()})
+
     def submit(self, job: Job) -> Job:
+        if (error := self.unavailable()) is not None:
+            raise error
         try:
             self.queue.put_nowait(job)
         except queue.Full:
@@ -106,29 +159,51 @@ class Engine:
                 f"the server's queue is full ({self.queue.maxsize} requests waiting): retry later",
                 "rate_limit_error",
                 code="queue_full",
+                headers={"Retry-After": self.retry_after()},
             ) from None
         return job
 
     def _loop(self) -> None:
+        held: list[Job] = []
+        try:
+            while True:
+                batch, later = [self.queue.get()], []
+                held = batch
+                if batch[0].greedy and self.max_batch > 1:
+                    deadline = time.monotonic() + self.batch_window_s
+                    while len(batch) < self.max_batch and (left := deadline - time.monotonic()) > 0:
+                        try:
+                            job = self.queue.get(timeout=left)
+                        except queue.Empty:
+                            break
+                        (batch if job.greedy else later).append(job)  # a sampled request runs alone, next
+                held = batch + later
+                for jobs in [batch, *([j] for j in later)]:
+                    self._run([j for j in jobs if not j.cancelled.is_set()])
+                held = []
+        except BaseException as err:  # the worker dies: nobody waiting is left without an answer
+            self.error = f"its worker thread stopped ({first_line(err) or type(err).__name__})"
+            self._drain(held)
+            raise
+
+    def _drain(self, held: list[Job]) -> None:
+        error = self.unavailable()
         while True:
-            batch, later = [self.queue.get()], []
-            if batch[0].greedy and self.max_batch > 1:
-                deadline = time.monotonic() + self.batch_window_s
-                while len(batch) < self.max_batch and (left := deadline - time.monotonic()) > 0:
-                    try:
-                        job = self.queue.get(timeout=left)
-                    except queue.Empty:
-                        break
-                    (batch if job.greedy else later).append(job)  # a sampled request runs alone, next
-            for jobs in [batch, *([j] for j in later)]:
-                self._run([j for j in jobs if not j.cancelled.is_set()])
+            for job in held:
+                job.events.put(Failed(error))
+            try:
+                held = [self.queue.get_nowait()]
+            except queue.Empty:
+                return
 
     def _run(self, jobs: list[Job]) -> None:
         if not jobs:
             return
         self.batches.append(len(jobs))
+        start = time.monotonic()
         try:
             self._generate(jobs)
+            self.batch_seconds = 0.8 * self.batch_seconds + 0.2 * (time.monotonic() - start)
         except Exception as err:  # noqa: BLE001 - every waiting client gets an answer
             error = (
                 err

@@ -1,8 +1,11 @@
 """The OpenAI HTTP API's request bodies, response chunks and errors, as specvideo serves them.
 
-Requests are validated with pydantic before anything is queued: a field out of range, of the wrong
-type or unknown to this server is a 400 in OpenAI's error JSON ({"error": {"message", "type",
-"param", "code"}}), which the official ``openai`` client raises as ``BadRequestError``.
+Requests are validated with pydantic before anything is queued: a field out of range or of the
+wrong type is a 400 in OpenAI's error JSON ({"error": {"message", "type", "param", "code"}}), which
+the official ``openai`` client raises as ``BadRequestError``. OpenAI parameters this server does not
+implement (``UNSUPPORTED``: log-probabilities, echo, best_of, penalties, logit_bias, response
+formats, tools) are refused with a 400 naming them when set to anything but their neutral value;
+fields OpenAI does not define (``user``, a client's own extras) are ignored.
 """
 
 from __future__ import annotations
@@ -12,9 +15,24 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_STOP_SEQUENCES = 4
+# OpenAI parameters not implemented here, with the values that ask for nothing (accepted)
+UNSUPPORTED = {
+    "logprobs": (None, False, 0),
+    "top_logprobs": (None, 0),
+    "echo": (None, False),
+    "best_of": (None, 1),
+    "frequency_penalty": (None, 0, 0.0),
+    "presence_penalty": (None, 0, 0.0),
+    "logit_bias": (None, {}),
+    "response_format": (None, {"type": "text"}),
+    "tools": (None, []),
+    "tool_choice": (None, "none"),
+    "functions": (None, []),
+    "function_call": (None, "none"),
+}
 
 
 class _Request(BaseModel):
@@ -28,6 +46,17 @@ class _Request(BaseModel):
     seed: int | None = None
     stream: bool = False
     n: int = Field(default=1, ge=1, le=1)  # one choice per request
+    # {"include_usage": true}: usage always comes in the last chunk, so that is the only option
+    stream_options: dict[Literal["include_usage"], bool] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse_unsupported(cls, data):
+        if isinstance(data, dict):
+            asked = [k for k, neutral in UNSUPPORTED.items() if k in data and data[k] not in neutral]
+            if asked:
+                raise ValueError(f"this server does not support {', '.join(asked)}: drop {'it' if len(asked) == 1 else 'them'}")
+        return data
 
     @field_validator("stop")
     @classmethod
@@ -72,9 +101,11 @@ class APIError(Exception):
         type_: str = "invalid_request_error",
         param: str | None = None,
         code: str | None = None,
+        headers: dict[str, str] | None = None,
     ):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type_, param, code
+        self.headers = headers  # e.g. Retry-After on a 429 or a 503
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}

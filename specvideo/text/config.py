@@ -12,6 +12,7 @@ DRAFTERS = ("model", "lean", "hybrid", "tree", *HEAD_DRAFTERS, "ngram", "ngram-t
 # with its runner-up tokens beside it, verified as one token tree (batch 1)
 LEAN_DRAFTERS = ("lean", "hybrid", "tree", *HEAD_DRAFTERS)
 MODEL_DRAFTERS = ("model", *LEAN_DRAFTERS)  # the drafters that run a draft model
+NO_MODEL_DRAFTERS = ("ngram", "ngram-tree", "none")  # the drafters that load no draft model
 TREE_DRAFTERS = ("tree", "ngram-tree", "head-tree", "head-hybrid-tree")  # propose token trees
 # one prompt at a time (a batch is refused); the head drafters draft a batch by prompt lookup
 ONE_ROW_DRAFTERS = ("tree", "ngram-tree")

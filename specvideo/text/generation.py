@@ -66,3 +66,50 @@ def check_context(prompt_length: int, max_new_tokens: int, context: int, model: 
             f"prompt of {prompt_length} tokens + max_new_tokens={max_new_tokens} = "
             f"{prompt_length + max_new_tokens} exceeds the {model}'s context length of {context} tokens"
         )
+
+
+def stop_rules(stop, eos_ids: frozenset[int], tokenizer) -> tuple[frozenset[int], tuple[str, ...]]:
+    """(stop token ids, stop strings) of a ``stop`` argument.
+
+    "eos": the end-of-sequence ids; None: nothing (exactly max_new_tokens); a token id or a list
+    of them: those ids; any other string, or a list of strings: those stop strings (the text ends
+    before the first of them), with the end-of-sequence ids too, as OpenAI's ``stop`` does. A list
+    may mix token ids, "eos" and strings."""
+    if stop is None:
+        return frozenset(), ()
+    items = [stop] if isinstance(stop, (str, int)) else stop
+    if not isinstance(items, (list, tuple, set, frozenset)) or not all(
+        isinstance(t, (str, int)) and not isinstance(t, bool) for t in items
+    ):
+        raise ValueError(f"stop must be 'eos', None, a token id, a string or a list of them, got {stop!r}")
+    ids = {t for t in items if isinstance(t, int)}
+    strings = tuple(dict.fromkeys(t for t in items if isinstance(t, str) and t != "eos"))
+    if any(not s for s in strings):
+        raise ValueError("a stop string must not be empty")
+    if strings and tokenizer is None:
+        raise ValueError("stop strings are matched on decoded text and need a tokenizer")
+    if "eos" in items or (strings and not ids):
+        ids |= eos_ids
+    return frozenset(ids), strings
+
+
+def cut_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
+    """The text before the first stop string, and whether one occurred."""
+    at = min((i for i in (text.find(s) for s in stops) if i >= 0), default=None)
+    return (text, False) if at is None else (text[:at], True)
+
+
+def fim_prompt(tokenizer, prompt, suffix):
+    """Token ids of fill-in-the-middle prompts (a str, or a list of str with a list of suffixes)."""
+    from specvideo.text.prompts import FIM_TOKENS, fim_ids
+
+    if tokenizer is None:
+        raise ValueError("suffix= fills in the middle with the model's FIM tokens and needs a tokenizer")
+    prompts, suffixes = ([prompt], [suffix]) if isinstance(prompt, str) else (prompt, suffix)
+    if not (isinstance(prompts, list) and isinstance(suffixes, list) and len(prompts) == len(suffixes)
+            and all(isinstance(t, str) for t in prompts + suffixes)):
+        raise ValueError("suffix= takes a str prompt with a str suffix, or a list of str prompts with as many suffixes")
+    rows = [fim_ids(tokenizer, p, s) for p, s in zip(prompts, suffixes)]
+    if any(r is None for r in rows):
+        raise ValueError(f"the model has no fill-in-the-middle tokens {list(FIM_TOKENS)}: drop suffix=")
+    return rows[0] if isinstance(prompt, str) else rows

@@ -20,7 +20,7 @@ from specvideo.core.types import SpecStats
 from specvideo.paths import shipped
 from specvideo.text.config import DRAFTERS, HEAD_DRAFTERS, LEAN_DRAFTERS, MODEL_DRAFTERS, TEXT_DEFAULTS
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
-from specvideo.text.generation import Run, TextOutput, accept_rule, check_context
+from specvideo.text.generation import Run, TextOutput, accept_rule, check_context, cut_at_stop, fim_prompt, stop_rules
 from specvideo.text.head import DraftHead
 from specvideo.text.head_drafters import HeadDrafter, HeadTreeDrafter
 from specvideo.text.lean import LEAN_MODEL_TYPES, LeanLlama
@@ -45,7 +45,6 @@ DEFAULT_DRAFTER = "ngram"
 # the default pair verifies with LeanLlama: on the tuning split a 2-4-token forward cost 70-74 ms
 # against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split"), greedy still exact
 DEFAULT_LEAN_TARGET = True
-NO_MODEL_DRAFTERS = ("ngram", "ngram-tree", "none")  # the drafters that load no draft model
 
 
 class SpeculativeGenerator:
@@ -193,13 +192,13 @@ class SpeculativeGenerator:
         target, else float32; ``specvideo.text.precision``), "float32", "bfloat16", "float16" or a
         torch dtype. exact: float32, for the float32 model's own tokens bit for bit.
         """
-        from specvideo.text.models import is_named, resolve_model
+        from specvideo.text.models import is_named, pair_draft, resolve_model
 
         device = kwargs.get("device") or "cpu"
-        named_draft = None
+        choice = None
         if target_path is None or is_named(target_path):
             choice = resolve_model(target_path or "smollm2", "float32" if exact else dtype, device)
-            target_path, named_draft = choice.target, choice.draft
+            target_path = choice.target
         default = target_path is None
         torch_dtype = resolve_dtype(
             dtype, device, exact, architecture="llama" if default else model_type(target_path)
@@ -210,8 +209,8 @@ class SpeculativeGenerator:
             if draft_path is None and kwargs["drafter"] in MODEL_DRAFTERS:  # the model that drafter runs
                 draft_path = str(shipped(*(DEFAULT_HEAD if kwargs["drafter"] in HEAD_DRAFTERS else DEFAULT_DRAFT)))
             kwargs.setdefault("lean_target", DEFAULT_LEAN_TARGET)
-        elif named_draft and draft_path is None and kwargs.get("drafter") not in NO_MODEL_DRAFTERS:
-            draft_path = named_draft  # the named pair's own draft
+        elif choice is not None and choice.draft and draft_path is None:
+            draft_path = pair_draft(choice, kwargs)
         with tqdm(total=3, desc=f"loading {Path(target_path).name}", unit="part", disable=not default, leave=False) as bar:
             target = load_causal_lm(target_path, torch_dtype)
             bar.update()
@@ -236,8 +235,9 @@ class SpeculativeGenerator:
         top_k: int | None = D.top_k,
         top_p: float | None = D.top_p,
         generator: torch.Generator | None = None,
-        stop: str | int | list[int] | None = "eos",
+        stop: str | int | list[int | str] | None = "eos",
         attention_mask: torch.Tensor | None = None,
+        suffix: str | list[str] | None = None,
     ) -> TextOutput:
         """Generate up to ``max_new_tokens`` for a prompt or a batch of prompts.
 
@@ -245,9 +245,13 @@ class SpeculativeGenerator:
         token ids; with a tensor, ``attention_mask`` (same shape, 1 for real tokens, padding on
         either side) drops the padding, as tokenizers return it. max_new_tokens=0 generates nothing
         (an empty output); a negative value is an error.
-        stop: "eos" (the target's end-of-sequence ids), None (exactly max_new_tokens), or token ids.
+        stop: "eos" (the target's end-of-sequence ids), None (exactly max_new_tokens), token ids,
+        or stop strings (``generation.stop_rules``): the text ends before the first stop string, the
+        token ids run through the token that completed it.
+        suffix: fill in the middle: the code after the gap (a list for a list of prompts); the
+        prompt is the code before it, laid out with the model's FIM tokens.
         """
-        run = self.start(prompt, max_new_tokens, temperature, top_k, top_p, generator, stop, attention_mask)
+        run = self.start(prompt, max_new_tokens, temperature, top_k, top_p, generator, stop, attention_mask, suffix)
         for _ in run.steps():
             pass
         return self._output(run)
@@ -265,11 +269,14 @@ class SpeculativeGenerator:
     def stream_run(self, run: Run) -> Iterator[str | list[str]]:
         """The decoded pieces of a Run from ``start`` (its ``stats`` fill up as they come)."""
         decoded = [""] * run.prompt.batch_size
+        stops = run.verifier.stop_strings
+        hold = max((len(s) - 1 for s in stops), default=0)  # what could still become a stop string
         for _ in run.steps():
             pieces = []
             for b, tokens in enumerate(run.verifier.outputs):
-                text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-                stable = len(text.rstrip("\ufffd")) if not run.verifier.finished else len(text)
+                text, stopped = cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), stops)
+                done = stopped or not bool(run.verifier.active[b])
+                stable = len(text) if done else max(0, len(text.rstrip("\ufffd")) - hold)
                 pieces.append(text[len(decoded[b]) : stable])
                 decoded[b] = text[:stable] if stable >= len(decoded[b]) else decoded[b]
             if any(pieces):
@@ -283,8 +290,9 @@ class SpeculativeGenerator:
         top_k: int | None = D.top_k,
         top_p: float | None = D.top_p,
         generator: torch.Generator | None = None,
-        stop: str | int | list[int] | None = "eos",
+        stop: str | int | list[int | str] | None = "eos",
         attention_mask: torch.Tensor | None = None,
+        suffix: str | list[str] | None = None,
     ) -> Run:
         """Check the settings, encode the prompt and prefill both models; returns the Run whose
         ``steps()`` yields each round's ``Step`` (what was drafted, accepted and emitted), for callers
@@ -292,6 +300,9 @@ class SpeculativeGenerator:
         sampling = SamplingConfig(temperature, top_k, top_p)
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
+        stop_ids, stop_strings = stop_rules(stop, self._eos_ids(), self.tokenizer)
+        if suffix is not None:
+            prompt = fim_prompt(self.tokenizer, prompt, suffix)
         encoded = encode_prompt(
             prompt, self.tokenizer, self.target.config.vocab_size, self.device, attention_mask
         )
@@ -299,7 +310,9 @@ class SpeculativeGenerator:
         if self.draft is not None and self.drafter_name not in ("ngram", "ngram-tree"):  # drafts never run past the target's room
             check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
         runner = self._lean_target if self._lean_target is not None else self.target
-        verifier = TargetVerifier(runner, sampling, max_new_tokens, self._stop_ids(stop))
+        verifier = TargetVerifier(runner, sampling, max_new_tokens, stop_ids)
+        if stop_strings:
+            verifier.stop_on_text(stop_strings, self.tokenizer)
         drafter = self._make_drafter(sampling, generator, verifier, encoded.batch_size)
         with self._packed():
             for part in (verifier, drafter):
@@ -360,28 +373,22 @@ class SpeculativeGenerator:
             return HybridDrafter(drafter, lookup)
         return drafter
 
-    def _stop_ids(self, stop) -> frozenset[int]:
-        if stop is None:
-            return frozenset()
-        if stop == "eos":  # the model's end-of-sequence ids and the tokenizer's (a chat template's end of turn)
-            ids = set()
-            for eos in (
-                getattr(self.target.generation_config, "eos_token_id", None),
-                getattr(self.tokenizer, "eos_token_id", None),
-            ):
-                ids |= set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
-            return frozenset(ids)
-        if isinstance(stop, int):
-            return frozenset([stop])
-        if isinstance(stop, (list, tuple, set, frozenset)) and all(isinstance(t, int) for t in stop):
-            return frozenset(stop)
-        raise ValueError(f"stop must be 'eos', None, a token id or a list of token ids, got {stop!r}")
+    def _eos_ids(self) -> frozenset[int]:
+        """The model's end-of-sequence ids and the tokenizer's (a chat template's end of turn)."""
+        ids = set()
+        for eos in (
+            getattr(self.target.generation_config, "eos_token_id", None),
+            getattr(self.tokenizer, "eos_token_id", None),
+        ):
+            ids |= set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
+        return frozenset(ids)
 
     def _output(self, run: Run) -> TextOutput:
         token_ids = run.verifier.outputs
         texts = None
         if self.tokenizer is not None:
             texts = [self.tokenizer.decode(ids, skip_special_tokens=True) for ids in token_ids]
+            texts = [cut_at_stop(t, run.verifier.stop_strings)[0] for t in texts]
         if run.prompt.is_batch:
             return TextOutput(text=texts, token_ids=token_ids, stats=run.stats)
         return TextOutput(text=texts[0] if texts else None, token_ids=token_ids[0], stats=run.stats)

@@ -5,13 +5,13 @@ At sequence slot j the head sees token x_j and the target's feature f_{j-1} (its
 hidden state at position j - 1, the vector the target's LM head reads):
 
     u_j = fc([embed(x_j), f_{j-1}])             (2d -> d)
-    h_j = norm(layer(u_<=j))                     one Llama decoder layer, causal over the slots
+    h_j = norm(layer(u_<=j))                     one decoder layer (Llama, Qwen2), causal over the slots
     q(x_{j+1}) = softmax(h_j W_vocab^T)          the target's output rows (FR-Spec vocabulary)
 
 h_j is trained to be f_j (regression) and its logits to be the target's distribution (distillation).
 Drafting further than one token feeds the head its own h_j in place of the feature it does not have
 yet. The head shares the target's embeddings and output projection, so its files hold the fc and
-one layer: ``config.json`` (a one-layer Llama config marked ``"specvideo_draft_head": true``) and
+one layer: ``config.json`` (a one-layer config of the target's architecture, marked ``"specvideo_draft_head": true``) and
 ``model.safetensors`` (fp16). ``LeanLlama(head.llama, vocab, fc=head.fc)`` runs it at decode time.
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 from torch import nn
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from specvideo.text.shared_draft import write_weights
 
@@ -41,33 +41,42 @@ def is_draft_head(path: str | os.PathLike) -> bool:
 
 
 class DraftHead(nn.Module):
-    """fc (2d -> d) and a one-layer ``LlamaForCausalLM`` sharing the target's embeddings and head."""
+    """fc (2d -> d) and a one-layer causal LM of the target's architecture (Llama, Qwen2) sharing
+    the target's embeddings and head."""
 
-    def __init__(self, config: LlamaConfig):
+    def __init__(self, config: PretrainedConfig):
         super().__init__()
         if config.num_hidden_layers != 1:
             raise ValueError(f"a draft head has one decoder layer, got {config.num_hidden_layers}")
         d = config.hidden_size
         self.fc = nn.Linear(2 * d, d, bias=True)
-        self.llama = LlamaForCausalLM(config)
+        self.llama = AutoModelForCausalLM.from_config(config)
 
     @property
-    def config(self) -> LlamaConfig:
+    def config(self) -> PretrainedConfig:
         return self.llama.config
 
     @classmethod
-    def from_target(cls, target: PreTrainedModel, init_layer: int | None = None) -> DraftHead:
+    def from_target(
+        cls, target: PreTrainedModel, init_layer: int | None = None, intermediate_size: int | None = None
+    ) -> DraftHead:
         """A head of the target's width sharing its embeddings; its layer a copy of target layer
         ``init_layer`` (None: random), its norm the target's final norm, fc the sum of the
-        embedding and the feature (a start that already passes both through)."""
+        embedding and the feature (a start that already passes both through). ``intermediate_size``
+        narrows the MLP (a size budget) to the layer's ``intermediate_size`` strongest units."""
         config = copy.deepcopy(target.config)
         config.num_hidden_layers = 1
+        if getattr(config, "layer_types", None):
+            config.layer_types = config.layer_types[:1]
+        if intermediate_size:
+            config.intermediate_size = intermediate_size
         setattr(config, HEAD_MARKER, True)
         head = cls(config).to(target.dtype)
         d = config.hidden_size
         with torch.no_grad():
             if init_layer is not None:
-                head.llama.model.layers[0].load_state_dict(target.model.layers[init_layer].state_dict())
+                state = target.model.layers[init_layer].state_dict()
+                head.llama.model.layers[0].load_state_dict(_narrow_mlp(state, config.intermediate_size))
                 setattr(head.config, INIT_KEY, init_layer)
             head.llama.model.norm.load_state_dict(target.model.norm.state_dict())
             head.fc.weight.copy_(torch.cat([torch.eye(d), torch.eye(d)], dim=1))
@@ -88,6 +97,22 @@ class DraftHead(nn.Module):
         return {k: v for k, v in self.state_dict().items() if "embed_tokens" not in k and "lm_head" not in k}
 
 
+def _narrow_mlp(state: dict[str, torch.Tensor], width: int) -> dict[str, torch.Tensor]:
+    """A decoder layer's state with its MLP cut to the ``width`` units of largest
+    |gate row| * |up row| * |down column| (all of them when it is already that narrow)."""
+    gate, up, down = (state[f"mlp.{n}_proj.weight"] for n in ("gate", "up", "down"))  # (I, d) (I, d) (d, I)
+    if gate.shape[0] <= width:
+        return state
+    strength = gate.float().norm(dim=1) * up.float().norm(dim=1) * down.float().norm(dim=0)  # (I,)
+    keep = strength.topk(width).indices.sort().values
+    return {
+        **state,
+        "mlp.gate_proj.weight": gate[keep],
+        "mlp.up_proj.weight": up[keep],
+        "mlp.down_proj.weight": down[:, keep],
+    }
+
+
 def share_embeddings(head: DraftHead, target: PreTrainedModel) -> None:
     head.llama.model.embed_tokens.weight = target.get_input_embeddings().weight
     head.llama.lm_head.weight = target.get_output_embeddings().weight
@@ -105,7 +130,7 @@ def save_head(head: DraftHead, out: str | os.PathLike) -> Path:
 def load_head(path: str | os.PathLike, target: PreTrainedModel) -> DraftHead:
     """The head in ``path`` on the target's embeddings; a clear error for a mismatched target."""
     path = Path(path)
-    config = LlamaConfig.from_pretrained(path)
+    config = AutoConfig.from_pretrained(path)
     for name in ("hidden_size", "vocab_size"):
         if getattr(config, name) != getattr(target.config, name, None):
             raise ValueError(

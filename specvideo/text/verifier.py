@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import torch
 from transformers import PreTrainedModel
 
@@ -35,7 +37,15 @@ class TargetVerifier:
         self.context_length = context_length(model)
         self._warpers = sampling.warpers()
         self.calls = 0
+        self.forward_seconds = 0.0  # wall time of the target's forward passes (the check's model part)
         self.followers: list = []
+        self.stop_strings: tuple[str, ...] = ()
+        self._decode = None
+
+    def stop_on_text(self, strings: tuple[str, ...], tokenizer) -> None:
+        """Also end a row at the token that completes one of ``strings`` in its decoded text."""
+        self.stop_strings = tuple(strings)
+        self._decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, input_ids, attention_mask)
@@ -62,10 +72,12 @@ class TargetVerifier:
     def verify(self, draft: Draft) -> torch.Tensor:
         self.state.mark_round()
         self._width = self.state.pending_width
+        start = time.perf_counter()
         if draft.tree is not None:  # n nodes in one forward, each seeing its ancestors only
             logits = self.state.forward_tree(draft.tree)  # (1, n+1, V)
         else:
             logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
+        self.forward_seconds += time.perf_counter() - start  # on CPU: the forward's own time
         self.calls += 1
         if self.sampling.greedy:
             return logits.argmax(dim=-1)  # (B, k+1)
@@ -99,6 +111,14 @@ class TargetVerifier:
         self.state.push(verdict.next_item[:, None])
         return emitted
 
+    def _text_stop(self, before: list[int], new: list[int]) -> int | None:
+        """Index in ``new`` of the token that completes a stop string (None: none does). Only text
+        past what ``before`` decoded to, less a stop string's length, is searched."""
+        start = max(0, len(self._decode(before)) - max(len(s) for s in self.stop_strings))
+        if not any(s in self._decode(before + new)[start:] for s in self.stop_strings):
+            return None
+        return next(i for i in range(len(new)) if any(s in self._decode(before + new[: i + 1])[start:] for s in self.stop_strings))
+
     def _emit(self, b: int, new: list[int]) -> list[int]:
         """Append to row b up to its budget and through its first stop token; deactivate it when done."""
         room = self.max_new_tokens - len(self.outputs[b])
@@ -106,6 +126,10 @@ class TargetVerifier:
         stop_at = next((i for i, t in enumerate(new) if t in self.stop_ids), None)
         if stop_at is not None:
             new = new[: stop_at + 1]
+        if self.stop_strings:
+            at = self._text_stop(self.outputs[b], new)
+            stop_at = at if at is not None else stop_at
+            new = new if at is None else new[: at + 1]
         self.outputs[b].extend(new)
         if stop_at is not None or len(self.outputs[b]) >= self.max_new_tokens:
             self.active[b] = False

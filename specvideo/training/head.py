@@ -38,10 +38,12 @@ from specvideo.training.draft import _save, data_ranking, load_shards
 
 @dataclass(frozen=True)
 class HeadConfig:
+    target: str = "smollm2"  # or qwen-coder (its bf16 conversion: the features it verifies with)
     data: str = "runs/smollm2-draft"  # the smollm2-draft-data work directory (its data/ shards)
     work: str = "runs/smollm2-head"  # features/ and train/ go here
     out: str = "models/smollm2-head"
-    init_layer: int | None = 29  # the target's last layer (its features' own producer)
+    init_layer: int | None = -1  # the target's last layer (its features' own producer)
+    intermediate_size: int | None = None  # narrow the MLP (the head's size budget); None: the target's
     vocab_size: int = 4096  # FR-Spec rows trained (the head drafts from the 2048 most frequent)
     top_k: int = 20
     batch_size: int = 16
@@ -57,6 +59,31 @@ class HeadConfig:
     init_head: str | None = None  # an exported head to start from (None: from the target's layer)
     seed: int = 0
     threads: int = 2
+
+
+HEAD_DEFAULTS = {
+    "smollm2": {},
+    "qwen-coder": {
+        "data": "runs/qwen-coder-head",
+        "work": "runs/qwen-coder-head",
+        "out": "models/qwen-coder-head",
+        "intermediate_size": 896,  # 14.4M parameters, 28.7 MB in fp16 (the budget is 30 MB)
+        "vocab_size": 8192,
+        "batch_size": 8,
+    },
+}
+
+
+def head_config(target: str = "smollm2", **overrides) -> HeadConfig:
+    """The recipe's settings for a target, with ``overrides`` (None values ignored)."""
+    if target not in HEAD_DEFAULTS:
+        raise ValueError(f"a draft head is trained for {', '.join(HEAD_DEFAULTS)}, got {target!r}")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return HeadConfig(target=target, **{**HEAD_DEFAULTS[target], **given})
+
+
+def layer_index(target, init_layer: int | None) -> int | None:
+    return None if init_layer is None else init_layer % target.config.num_hidden_layers
 
 
 @torch.inference_mode()
@@ -192,9 +219,10 @@ def train(config: HeadConfig, target) -> Path:
     head = (
         load_head(config.init_head, target).train()
         if config.init_head
-        else DraftHead.from_target(target, config.init_layer)
+        else DraftHead.from_target(target, layer_index(target, config.init_layer), config.intermediate_size)
     )
-    rows_w = target.lm_head.weight[vocab].detach()  # (V', d) frozen
+    head = head.float()
+    rows_w = target.lm_head.weight[vocab].detach().float()  # (V', d) frozen
     params = [p for n, p in head.named_parameters() if "embed_tokens" not in n and "lm_head" not in n]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0, betas=(0.9, 0.95))
     step, ckpt = 0, work / "ckpt.pt"
@@ -309,7 +337,7 @@ def chain_acceptance(
 def export(config: HeadConfig, target) -> Path:
     """models/smollm2-head: fc, the layer and the norm in fp16, its config and the token ranking
     (README figures are written by hand from the logs)."""
-    head = DraftHead.from_target(target, config.init_layer)
+    head = DraftHead.from_target(target, layer_index(target, config.init_layer), config.intermediate_size)
     head.load_state_dict(torch.load(Path(config.work) / "train" / "ckpt.pt")["head"], strict=False)
     out = save_head(head, config.out)
     rows = torch.load(Path(config.work) / "features" / "train.pt")["rows"]

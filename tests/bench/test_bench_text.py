@@ -17,6 +17,7 @@ from specvideo.bench.text import (
     to_markdown,
     write_report,
 )
+from specvideo.bench.text.report import round_table
 from specvideo.cli import main
 from specvideo.training.corpus import corpus_files, stdlib_root
 from tests.helpers import perturbed_copy, save_model_dir, tiny_tokenizer
@@ -80,6 +81,19 @@ def test_rows_have_every_field_and_equal_work(reduced):
         assert (row.exact_match is None) == (row.temperature != 0)
     assert reduced.row("hf-target", 0.0).speedup_vs_hf == 1.0
     json.dumps(reduced.to_dict())  # JSON-ready
+
+
+def test_ours_rows_split_a_round_into_draft_forward_check_and_bookkeeping(reduced):
+    ours = [r for r in reduced.rows if r.family.startswith("ours")]
+    assert ours and all(r.round_ms is not None for r in ours)
+    assert all(r.round_ms is None for r in reduced.rows if r.family.startswith("hf"))
+    for r in ours:
+        m = r.round_ms
+        assert m["forward"] > 0 and m["total"] >= m["forward"]
+        parts = m["draft"] + m["forward"] + m["check"] + m["bookkeeping"]
+        assert abs(parts - m["total"]) < 0.05  # rounded to 0.01 ms each
+    table = round_table(reduced)
+    assert table.count("\n| code |") == len(ours) and "forward share" in table
 
 
 def test_greedy_ours_matches_hf_target_exactly(reduced):
@@ -423,7 +437,7 @@ def test_lean_verifier_rows_are_exact_and_decode_costs_list_both_runners(dirs):
     assert all(r.speedup_vs_loop is not None for r in results.rows if r.family.startswith("ours"))
     decode = results.settings["decode_ms"]
     assert {"target@1", "target@8", "target_lean@1", "target_lean@4"} <= set(decode)
-    from specvideo.bench.text.report import decode_table
+    from specvideo.bench.text.report import round_table, decode_table
 
     assert "| target (LeanLlama), 4 tokens at once |" in decode_table(decode)
 

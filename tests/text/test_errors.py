@@ -36,7 +36,7 @@ def test_prompt_beyond_context_names_the_numbers(gen):
         (dict(temperature=1.0, top_p=1.5), r"top_p must be in \(0, 1\]"),
         (dict(temperature=1.0, top_k=0), "top_k must be an integer >= 1"),
         (dict(max_new_tokens=-1), "max_new_tokens must be an integer >= 0"),
-        (dict(stop="newline", max_new_tokens=4), "stop must be 'eos', None"),
+        (dict(stop=1.5, max_new_tokens=4), "stop must be 'eos', None"),
     ],
 )
 def test_bad_generation_parameters(gen, kwargs, message):

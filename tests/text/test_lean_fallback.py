@@ -3,31 +3,11 @@ instead, exactly. Qwen2 drafts and targets run on LeanLlama (its q/k/v biases), 
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, Qwen2Config, Qwen2ForCausalLM
+from transformers import GPT2Config, GPT2LMHeadModel
 
 from specvideo.text import SpeculativeGenerator
 from specvideo.text.lean import LeanLlama
-from tests.helpers import random_prompts, target_greedy, tiny_llama
-
-
-def tiny_qwen(vocab_size: int = 64) -> Qwen2ForCausalLM:
-    torch.manual_seed(3)
-    config = Qwen2Config(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-    )
-    model = Qwen2ForCausalLM(config).eval()
-    with torch.no_grad():  # non-zero biases, so the test sees them
-        for layer in model.model.layers:
-            for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
-                proj.bias.normal_(0, 0.5)
-    return model
+from tests.helpers import random_prompts, target_greedy, tiny_llama, tiny_qwen
 
 
 def tiny_gpt2(vocab_size: int = 64) -> GPT2LMHeadModel:

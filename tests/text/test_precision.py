@@ -11,8 +11,7 @@ from specvideo.text.invariant import KEY_TILE
 from specvideo.text.lean import LeanLlama
 from specvideo.text.precision import native_bf16, resolve_dtype
 from specvideo.text.state import CausalLMState
-from tests.helpers import own_greedy, perturbed_copy, random_prompts, tiny_llama
-from tests.text.test_lean_fallback import tiny_qwen
+from tests.helpers import own_greedy, perturbed_copy, random_prompts, tiny_llama, tiny_qwen
 
 ZEN4 = frozenset({"avx2", "avx512f", "avx512_bf16"})
 AMX = frozenset({"avx512f", "amx_bf16", "amx_tile"})

@@ -77,7 +77,7 @@ class BenchTextConfig:
 
     target: str | None = None
     draft: str | None = None
-    head: str | None = None  # the draft head of the head drafters (default: models/smollm2-head)
+    head: str | None = None  # the draft head of the head drafters (default: the pair's, models/smollm2-head)
     pair: str | None = None  # "qwen-coder": the fetched code pair instead of target / draft
     workloads: tuple[str, ...] = ("code", "chat")
     split: str = "heldout"
@@ -177,7 +177,9 @@ class BenchTextConfig:
     def head_dir(self) -> str:
         from specvideo.paths import shipped
 
-        return self.head or str(shipped("smollm2-head"))
+        from specvideo.text.models import QWEN_CODER_HEAD
+
+        return self.head or str(shipped(QWEN_CODER_HEAD if self.pair == "qwen-coder" else "smollm2-head"))
 
     @property
     def needs_draft(self) -> bool:

@@ -76,6 +76,28 @@ def to_markdown(results: BenchResults | Iterable[MethodResult]) -> str:
     return "\n".join(out)
 
 
+def round_table(results: BenchResults | Iterable[MethodResult]) -> str:
+    """Where a round's time goes, per method of ours (ms, mean over rounds), greedy and sampled."""
+    rows = [r for r in _rows(results) if r.round_ms]
+    if not rows:
+        return ""
+    out = [
+        "Time per round (ms, mean over every round of every run; forward: the target's forward passes;"
+        " check: the acceptance rule and correction; bookkeeping: commits, cache rollback, stats):",
+        "",
+        "| workload | T | method | draft | target forward | check | bookkeeping | total | forward share |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        m = r.round_ms
+        share = m["forward"] / m["total"] if m["total"] else 0.0
+        cells = [r.workload, f"{r.temperature:g}", r.method] + [
+            f"{m[k]:.1f}" for k in ("draft", "forward", "check", "bookkeeping", "total")
+        ] + [f"{share:.2f}"]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def decode_table(decode: dict | None) -> str:
     if not decode:
         return ""
@@ -198,6 +220,8 @@ def text_section(results: BenchResults, command: str, plot_link: str) -> str:
         lines += [f"Decode cost (batch 1, one forward over the cache after the first prompt, median of {times}):", "",
                   decode_table(s["decode_ms"]), ""]
     lines += [to_markdown(results).rstrip(), ""]
+    if round_table(results):
+        lines += [round_table(results)]
     if split == "tuning":
         lines += ["Chosen on this split (greedy, geometric mean over workloads):", ""]
         lines += [f"- {family}: `{row.method}`" for family, row in choose(results).items()]
@@ -208,4 +232,4 @@ def text_section(results: BenchResults, command: str, plot_link: str) -> str:
 
 
 __all__ = ["TARGETS", "best_row", "choose", "decode_table", "format_targets", "plot_speedup_vs_k",
-           "text_section", "to_markdown", "write_report"]
+           "round_table", "text_section", "to_markdown", "write_report"]

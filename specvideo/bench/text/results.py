@@ -39,6 +39,9 @@ class MethodResult:
     # greedy runs that differ from hf-target's: the float32 target's logit gap between the two
     # tokens at the first differing position, once per prompt (specvideo.text.precision.divergence)
     tie_margins: list[float] | None = None
+    # ours: wall ms per round, mean over every round of every run: draft, target forward, the rest
+    # of the check (acceptance, correction), bookkeeping (commit, caches, stats) and the total
+    round_ms: dict[str, float] | None = None
     times_s: list[float] = field(default_factory=list)
     repeat: list[int] = field(default_factory=list)
     prompt: list[int] = field(default_factory=list)
@@ -119,12 +122,29 @@ def aggregate(method, workload: str, temperature: float, records) -> MethodResul
         seen = [sum(s.position_drafted[i] for s in stats if i < len(s.position_drafted)) for i in range(depth)]
         kept = [sum(s.position_accepted[i] for s in stats if i < len(s.position_accepted)) for i in range(depth)]
         row.position_acceptance = [a / d for a, d in zip(kept, seen) if d] or None
+        row.round_ms = round_split(stats)
     if temperature == 0 and hf is not None and method.family != "llama-cpp":  # llama.cpp: quantized weights
         row.exact_match = statistics.fmean(float(a == b) for a, b in zip(tokens, hf["tokens"]))
     loop = our_target_record(records, workload, method.name, temperature)
     if temperature == 0 and loop is not None and method.family != "llama-cpp":
         row.exact_vs_loop = statistics.fmean(float(a == b) for a, b in zip(tokens, loop["tokens"]))
     return row
+
+
+def round_split(stats) -> dict[str, float] | None:
+    """Mean wall ms per round of draft / target forward / rest of the check / bookkeeping / total."""
+    rounds = sum(s.rounds for s in stats)
+    if not rounds:
+        return None
+    total = {k: sum(getattr(s, f"time_{k}") for s in stats) for k in ("draft", "forward", "verify", "correct", "total")}
+    parts = {
+        "draft": total["draft"],
+        "forward": total["forward"],
+        "check": total["verify"] + total["correct"] - total["forward"],
+        "bookkeeping": total["total"] - total["draft"] - total["verify"] - total["correct"],
+        "total": total["total"],
+    }
+    return {k: round(1e3 * v / rounds, 2) for k, v in parts.items()}
 
 
 def tie_margins(rec: dict, hf: dict, prompt_ids: list, model) -> list[float]:
