@@ -2,7 +2,8 @@
 
 Routes: ``POST /v1/completions`` (``prompt``, ``suffix`` for fill-in-the-middle), ``POST
 /v1/chat/completions`` (``messages`` through the model's chat template), ``GET /v1/models``,
-``GET /health``. ``stream: true`` answers with server-sent events in OpenAI's chunk format ending
+``GET /health``, and the editor plugins' ``/infill``, ``/completion`` and ``/v1/fim/completions``
+(``specvideo.serve.editor``). ``stream: true`` answers with server-sent events in OpenAI's chunk format ending
 with ``data: [DONE]``. Every answer carries ``usage`` and a ``speculative`` field (acceptance rate,
 tokens per target call, the batch it ran in). Errors are OpenAI's error JSON on every route: 400
 for bad or unsupported fields, 401 for a wrong API key, 404 for an unknown route, 413 for a body
@@ -26,6 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from specvideo.serve.editor import EDITOR_ROUTES, add_editor_routes
 from specvideo.serve.engine import Done, Engine, Failed, Job, Piece
 from specvideo.serve.protocol import (
     APIError,
@@ -69,7 +71,7 @@ def create_app(engine: Engine, api_key: str | None = None, max_body_bytes: int =
 
     @app.middleware("http")
     async def _guard(request: Request, call_next):
-        if api_key and request.url.path.startswith("/v1/"):
+        if api_key and (request.url.path.startswith("/v1/") or request.url.path in EDITOR_ROUTES):
             if request.headers.get("authorization", "") != f"Bearer {api_key}":
                 return _error(APIError(401, "invalid or missing API key (Authorization: Bearer ...)", code="invalid_api_key"))
         if request.method == "POST" and await _body_size(request) > max_body_bytes:
@@ -113,6 +115,7 @@ def create_app(engine: Engine, api_key: str | None = None, max_body_bytes: int =
         job = _job(engine, body, ids, body.limit)
         return await _answer(engine, job, request, body.stream, chat_body, new_id("chatcmpl"))
 
+    add_editor_routes(app, engine, _answer, _ready)
     return app
 
 

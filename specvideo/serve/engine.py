@@ -41,6 +41,8 @@ class Done:
     finish_reason: str  # "stop" (end of turn or a stop sequence) or "length"
     usage: Usage
     speculative: dict
+    stop_word: str | None = None  # the stop sequence that ended it
+    timings: dict = field(default_factory=dict)  # prompt_ms (prefill) and predicted_ms
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class Job:
     top_p: float
     seed: int | None = None
     stops: list[str] = field(default_factory=list)
+    top_k: int | None = None
+    # llama.cpp's t_max_predict_ms: once a line is complete, stop after this long since the first token
+    max_predict_ms: float | None = None
     events: queue.Queue = field(default_factory=queue.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
 
@@ -67,14 +72,19 @@ class Job:
 class _Row:
     """One job's progress inside a run: decoded text so far, what was sent, whether it ended."""
 
-    def __init__(self, job: Job):
+    def __init__(self, job: Job, prompt_ms: float):
         self.job, self.sent, self.done = job, "", False
+        self.prompt_ms, self.started, self.first = prompt_ms, time.monotonic(), None
 
     def update(self, text: str, final: bool, eos: bool, tokens: int, speculative: dict) -> None:
-        stop_at = min((i for i in (text.find(s) for s in self.job.stops) if i >= 0), default=None)
+        stops = self.job.stops
+        stop_at, word = min(((text.find(s), s) for s in stops if s in text), default=(None, None))
         if stop_at is not None:
             text, final, eos = text[:stop_at], True, True
-        hold = 0 if final else max((len(s) - 1 for s in self.job.stops), default=0)
+        self.first = self.first or (time.monotonic() if tokens else None)
+        if self._past_deadline(text):
+            final = True
+        hold = 0 if final else max((len(s) - 1 for s in stops), default=0)
         visible = text[: max(len(self.sent), len(text) - hold)] if hold else text
         if len(visible) > len(self.sent) and not self.job.cancelled.is_set():
             self.job.events.put(Piece(visible[len(self.sent) :]))
@@ -82,7 +92,14 @@ class _Row:
         if final:
             self.done = True
             usage = Usage(len(self.job.prompt_ids), tokens)
-            self.job.events.put(Done("stop" if eos else "length", usage, speculative))
+            timings = {"prompt_ms": self.prompt_ms, "predicted_ms": 1e3 * (time.monotonic() - self.started)}
+            self.job.events.put(Done("stop" if eos else "length", usage, speculative, word, timings))
+
+    def _past_deadline(self, text: str) -> bool:
+        limit = self.job.max_predict_ms
+        return limit is not None and self.first is not None and "\n" in text and (
+            1e3 * (time.monotonic() - self.first) > limit
+        )
 
 
 class Engine:
@@ -219,14 +236,17 @@ class Engine:
             first.seed if first.seed is not None else int(time.time_ns() % 2**31)
         )
         prompt = [j.prompt_ids for j in jobs] if len(jobs) > 1 else first.prompt_ids
+        start = time.monotonic()
         run = g.start(
             prompt,
             max_new_tokens=max(j.max_tokens for j in jobs),
             temperature=first.temperature,
+            top_k=None if first.greedy else first.top_k,
             top_p=None if first.top_p >= 1 else first.top_p,
             generator=None if first.greedy else seeded,
         )
-        rows = [_Row(j) for j in jobs]
+        prompt_ms = 1e3 * (time.monotonic() - start)
+        rows = [_Row(j, prompt_ms) for j in jobs]
         stop_ids = run.verifier.stop_ids
         for _ in run.steps():
             self._report(rows, run, stop_ids)

@@ -137,6 +137,41 @@ def fim_ids(tokenizer, prompt: str, suffix: str) -> list[int] | None:
     return list(tokenizer(f"{pre}{prompt}{suf}{suffix}{mid}", add_special_tokens=False)["input_ids"])
 
 
+REPO_TOKENS = ("<|repo_name|>", "<|file_sep|>")  # Qwen2.5-Coder's repository-level FIM
+
+
+def infill_ids(
+    tokenizer, prefix: str, suffix: str, extra: list[tuple[str, str]] = (), middle: str = "", budget: int | None = None
+) -> list[int] | None:
+    """llama.cpp's /infill layout: chunks of other files (``extra``: (filename, text)), then
+    <|fim_prefix|> prefix <|fim_suffix|> suffix <|fim_middle|> middle. With the model's
+    repository tokens the chunks go as ``<|repo_name|>myproject\n<|file_sep|>name\ntext``... and a
+    last ``<|file_sep|>filename\n``, else as plain text. Past ``budget`` tokens the oldest chunks go
+    first, then the suffix's end and the prefix's start (the suffix keeps a quarter of the room). None
+    when the tokenizer has no FIM tokens."""
+    vocab = tokenizer.get_vocab()
+    if not all(t in vocab for t in FIM_TOKENS):
+        return None
+    encode = lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    pre, suf, mid = (vocab[t] for t in FIM_TOKENS)
+    repo = all(t in vocab for t in REPO_TOKENS)
+    chunks = [encode(f"{REPO_TOKENS[1]}{name}\n{text}" if repo else text) for name, text in extra]
+    head = encode(f"{REPO_TOKENS[0]}myproject\n") if repo and chunks else []
+    tail = encode(f"{REPO_TOKENS[1]}filename\n") if repo and chunks else []
+    p_ids, s_ids, m_ids = encode(prefix), encode(suffix), encode(middle)
+    if budget is not None:
+        room = budget - len(m_ids) - 3
+        while chunks and len(head) + len(tail) + sum(map(len, chunks)) + len(p_ids) + len(s_ids) > room:
+            chunks.pop(0)  # the oldest chunk first
+        if not chunks:
+            head, tail = [], []
+        room -= len(head) + len(tail) + sum(map(len, chunks))
+        s_ids = s_ids[: max(room // 4, room - len(p_ids))]
+        p_ids = p_ids[max(0, len(p_ids) - max(0, room - len(s_ids))) :]
+    context = head + [t for c in chunks for t in c] + tail
+    return context + [pre, *p_ids, suf, *s_ids, mid, *m_ids]
+
+
 def _tokenize(text: str | bytes, tokenizer) -> list[int]:
     if tokenizer is None:
         raise ValueError("a text prompt needs a tokenizer: pass tokenizer=... or give token ids")
