@@ -46,6 +46,13 @@ def add(commands) -> None:
         help="the most tokens one request generates; a larger max_tokens is cut to it",
     )
     p.add_argument(
+        "--prompt-cache-mb",
+        type=int,
+        default=512,
+        help="memory for the keys and values of recent prompts, reused by prompts that share their "
+        "prefix (an editor's keystrokes); 0 keeps none",
+    )
+    p.add_argument(
         "--packed",
         choices=("auto", "on", "off"),
         default="auto",
@@ -99,9 +106,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--max-queue and --max-batch must be >= 1")
     if args.max_tokens < 1:
         raise UsageError(f"--max-tokens must be >= 1, got {args.max_tokens}")
+    if args.prompt_cache_mb < 0:
+        raise UsageError(f"--prompt-cache-mb must be >= 0, got {args.prompt_cache_mb}")
     check_model(args.model)  # a missing model fails here, before the server listens
     name = args.name or model_name(args.model)
-    engine = Engine(None, name, max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens)
+    engine = Engine(
+        None, name, max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens,
+        prompt_cache_bytes=args.prompt_cache_mb << 20,
+    )
     server = uvicorn.Server(
         uvicorn.Config(create_app(engine, args.api_key), host=args.host, port=args.port, log_level="warning")
     )

@@ -185,7 +185,7 @@ def _final(engine: Engine, done: Done) -> dict:
     return {
         "content": "", "stop": True, "model": engine.model_name, "stop_type": stop_type,
         "stopping_word": done.stop_word or "", "tokens_predicted": n, "tokens_evaluated": done.usage.prompt_tokens,
-        "tokens_cached": 0, "truncated": False,
+        "tokens_cached": t.get("cached_tokens", 0), "truncated": False,
         "timings": {
             "prompt_n": done.usage.prompt_tokens, "prompt_ms": t.get("prompt_ms", 0.0),
             "predicted_n": n, "predicted_ms": predicted_ms,

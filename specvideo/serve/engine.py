@@ -42,7 +42,7 @@ class Done:
     usage: Usage
     speculative: dict
     stop_word: str | None = None  # the stop sequence that ended it
-    timings: dict = field(default_factory=dict)  # prompt_ms (prefill) and predicted_ms
+    timings: dict = field(default_factory=dict)  # prompt_ms (to the first token), predicted_ms, cached_tokens
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,9 @@ class Job:
 class _Row:
     """One job's progress inside a run: decoded text so far, what was sent, whether it ended."""
 
-    def __init__(self, job: Job, prompt_ms: float):
+    def __init__(self, job: Job, started: float, cached: int = 0):
         self.job, self.sent, self.done = job, "", False
-        self.prompt_ms, self.started, self.first = prompt_ms, time.monotonic(), None
+        self.started, self.cached, self.first = started, cached, None
 
     def update(self, text: str, final: bool, eos: bool, tokens: int, speculative: dict) -> None:
         stops = self.job.stops
@@ -92,7 +92,13 @@ class _Row:
         if final:
             self.done = True
             usage = Usage(len(self.job.prompt_ids), tokens)
-            timings = {"prompt_ms": self.prompt_ms, "predicted_ms": 1e3 * (time.monotonic() - self.started)}
+            now = time.monotonic()
+            first = self.first or now
+            timings = {  # prompt: to the first token (prefill and first round); predicted: the rest
+                "prompt_ms": 1e3 * (first - self.started),
+                "predicted_ms": 1e3 * (now - first),
+                "cached_tokens": self.cached,
+            }
             self.job.events.put(Done("stop" if eos else "length", usage, speculative, word, timings))
 
     def _past_deadline(self, text: str) -> bool:
@@ -111,14 +117,18 @@ class Engine:
         max_batch: int = 4,
         batch_window_s: float = 0.02,
         max_tokens: int | None = None,
+        prompt_cache_bytes: int = 512 << 20,
     ):
         """generator: a SpeculativeGenerator, or None while it loads (``attach`` it then).
-        max_tokens: the most tokens one request may generate (a larger ask is cut to it)."""
+        max_tokens: the most tokens one request may generate (a larger ask is cut to it).
+        prompt_cache_bytes: the memory bound of the keys and values kept of recent prompts
+        (``specvideo.text.prompt_cache``; 0: none kept)."""
         if max_queue < 1 or max_batch < 1:
             raise ValueError(f"max_queue and max_batch must be >= 1, got {max_queue} and {max_batch}")
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         self.model_name, self.max_tokens = model_name, max_tokens
+        self.prompt_cache_bytes = prompt_cache_bytes
         self.max_batch, self.batch_window_s = max_batch, batch_window_s
         self.queue: queue.Queue[Job] = queue.Queue(maxsize=max_queue)
         self.batches: list[int] = []  # the size of every batch run: what concurrency bought
@@ -132,8 +142,12 @@ class Engine:
         at a time (``ONE_ROW_DRAFTERS``: token trees) gets batches of one."""
         from specvideo.text.config import ONE_ROW_DRAFTERS
 
+        from specvideo.text.prompt_cache import PromptCache
+
         if getattr(generator, "drafter_name", None) in ONE_ROW_DRAFTERS:
             self.max_batch = 1
+        if self.prompt_cache_bytes and getattr(generator, "prompt_cache", False) is None:
+            generator.prompt_cache = PromptCache(self.prompt_cache_bytes)
         self.generator = generator
         self._thread = threading.Thread(target=self._loop, name="specvideo-serve", daemon=True)
         self._thread.start()
@@ -245,8 +259,9 @@ class Engine:
             top_p=None if first.top_p >= 1 else first.top_p,
             generator=None if first.greedy else seeded,
         )
-        prompt_ms = 1e3 * (time.monotonic() - start)
-        rows = [_Row(j, prompt_ms) for j in jobs]
+        if all(j.max_tokens == 0 for j in jobs) and getattr(g, "prompt_cache", None) is not None:
+            run.verifier.state.forward()  # a warm-up (n_predict 0): prefill, so the prompt is cached
+        rows = [_Row(j, start, run.cached_tokens) for j in jobs]
         stop_ids = run.verifier.stop_ids
         for _ in run.steps():
             self._report(rows, run, stop_ids)

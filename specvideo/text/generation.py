@@ -42,6 +42,7 @@ class Run:
     stats: SpecStats
     prompt: EncodedPrompt
     packing: Any = contextlib.nullcontext  # () -> the context the models' forwards run in
+    cached_tokens: int = 0  # prompt tokens reused from the prompt cache (not prefilled)
 
     def steps(self) -> Iterator[Step]:
         with self.packing():

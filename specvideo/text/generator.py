@@ -150,6 +150,7 @@ class SpeculativeGenerator:
             packed = self.device.type == "cpu" and target.dtype == torch.float32 and torch.backends.mkldnn.is_available()
         self._packings = [packed_linears(m) for m in run_by_hf] if packed else []
         self.drafter_name = drafter
+        self.prompt_cache = None  # a specvideo.text.prompt_cache.PromptCache: reuse recent prompts' prefixes
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
         self.max_ngram = max_ngram
@@ -318,8 +319,10 @@ class SpeculativeGenerator:
             for part in (verifier, drafter):
                 part.start(encoded.input_ids, encoded.attention_mask)
         verifier.followers.append(drafter)  # finished rows leave the drafter's cache too
+        cached = self._use_prompt_cache(encoded, verifier.state)
         kwargs = {"threshold": self.confidence_threshold} if self.schedule_name == "confidence" else {}
         return Run(
+            cached_tokens=cached,
             drafter=drafter,
             verifier=verifier,
             accept=accept_rule(sampling, generator),
@@ -328,6 +331,16 @@ class SpeculativeGenerator:
             prompt=encoded,
             packing=self._packed,
         )
+
+    def _use_prompt_cache(self, encoded, state) -> int:
+        """With ``prompt_cache`` set, a one-prompt run reuses its longest cached prefix and stores
+        its own after the prefill; returns the tokens reused."""
+        if self.prompt_cache is None or encoded.batch_size != 1 or not bool(encoded.attention_mask.all()):
+            return 0
+        ids = encoded.input_ids[0].tolist()
+        reused = self.prompt_cache.restore(ids, state)
+        state.on_prefill = lambda filled: self.prompt_cache.store(ids, filled)
+        return reused
 
     def _packed(self) -> contextlib.ExitStack:
         """The context the models' forwards run in: their pre-packed weights when ``packed``."""

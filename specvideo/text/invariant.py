@@ -14,8 +14,10 @@ near ties. Here every decode-time call has one canonical shape:
   masked slot is finite): a query's call has the same shape whether it is alone or in a block. The
   queries of a block that fall on both sides of a ``KEY_TILE`` boundary go in two calls.
 
-A prefill (more than ``MAX_TILED_ROWS`` rows) runs as one call: every run computes it alike, and
-``CausalLMState`` feeds the prompt's last token with the first decode block. In bf16 a 4-row
+A prefill runs in calls that end at multiples of ``PREFILL_CHUNK`` slots (a call of more than
+``MAX_TILED_ROWS`` rows untiled): every run computes a prompt alike, a prompt cache that restores
+whole chunks included, and ``CausalLMState`` feeds the prompt's last token with the first decode
+block. In bf16 a 4-row
 product costs about what a 1-row one does (docs/BENCHMARKS.md "Text: decode cost per dtype").
 """
 
@@ -29,6 +31,7 @@ import torch.nn.functional as F
 ROW_TILE = 4  # rows of every decode-time linear and attention call
 KEY_TILE = 64  # attention calls see key slots up to a multiple of this
 MAX_TILED_ROWS = 64  # a block of more rows is a prefill: one call
+PREFILL_CHUNK = 128  # a prefill goes in calls that end at multiples of this many slots
 
 
 def key_width(end: int) -> int:

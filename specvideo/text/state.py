@@ -29,6 +29,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from specvideo.core.tree import TokenTree, tree_attention_mask
+from specvideo.text.invariant import PREFILL_CHUNK
 
 
 class CausalLMState:
@@ -64,8 +65,12 @@ class CausalLMState:
         self.round_start = 0
         self._kwargs = forward_kwargs(model)
         # an invariant model (LeanLlama(invariant=True)) prefills the prompt but its last token alone,
-        # so every later position is computed in a decode-sized call, as a 1-token step computes it
+        # so every later position is computed in a decode-sized call, as a 1-token step computes it;
+        # the prefill goes in chunks that end at multiples of PREFILL_CHUNK slots, so a prompt cache
+        # that restores whole chunks leaves the rest computed in the very calls of a cold prefill
         self._prefill = input_ids.shape[1] - 1 if getattr(model, "invariant", False) else 0
+        self.on_prefill = None  # called with this state after its first forward (a prompt cache's store)
+        self._hidden_prefix: torch.Tensor | None = None  # (1, r, d) a restored prefix's features
 
     @property
     def length(self) -> int:
@@ -106,19 +111,22 @@ class CausalLMState:
             self.push(tokens, features=features)
         if self.pending.shape[0] == 0:  # every row retired
             return torch.zeros(self.batch_size, num_logits, 1, device=self.device)
-        if 0 < self._prefill < self.pending_width:  # the prompt but its last token, in a call of its own
+        if 0 < self._prefill < self.pending_width:  # the prompt but its last token, in calls of its own
             rest = self.pending_width - self._prefill
-            first = self._feed(self._prefill, max(1, num_logits - rest))
-            first_hidden = self.hidden
+            need, logits, hidden = max(0, num_logits - rest), [], []
+            while self._prefill:  # chunks end at multiples of PREFILL_CHUNK slots: a restored prefix
+                n = min(self._prefill, PREFILL_CHUNK - self.length % PREFILL_CHUNK)  # splits no chunk
+                self._prefill -= n
+                logits.append(self._feed(n, max(1, min(n, need))).logits)
+                hidden.append(self.hidden)
             out = self._feed(rest, num_logits)
-            logits = out.logits[:, -num_logits:]
-            if num_logits > rest:
-                logits = torch.cat([first.logits[:, rest - num_logits :], logits], dim=1)
+            logits = torch.cat([*logits, out.logits], dim=1)[:, -num_logits:] if need else out.logits[:, -num_logits:]
             if self.keep_hidden:
-                self.hidden = torch.cat([first_hidden, self.hidden], dim=1)  # (B', n, d) of the whole block
+                self.hidden = torch.cat([*hidden, self.hidden], dim=1)  # (B', n, d) of the whole block
         else:
             logits = self._feed(self.pending_width, num_logits).logits[:, -num_logits:]
         self._prefill = 0
+        self._prefilled()
         logits = logits.float()  # (B', num_logits, V)
         if len(self.live) == self.batch_size:
             return logits
@@ -152,6 +160,51 @@ class CausalLMState:
         if features is not None and n < features.shape[1]:
             self.pending_features = features[:, n:]
         return out
+
+    def _prefilled(self) -> None:
+        """After a forward: a restored prefix's features go before the block's, and the first
+        forward's ``on_prefill`` runs once."""
+        if self._hidden_prefix is not None and self.keep_hidden:  # the whole prompt's features
+            self.hidden = torch.cat([self._hidden_prefix, self.hidden], dim=1)
+        self._hidden_prefix = None
+        if self.on_prefill is not None:
+            callback, self.on_prefill = self.on_prefill, None
+            callback(self)
+
+    def restorable(self, n: int) -> int:
+        """How many of n cached prompt tokens a restore may take: whole prefill chunks on an
+        invariant model (bit-identical to a cold prefill), all of them otherwise."""
+        return n - n % PREFILL_CHUNK if self._prefill else n
+
+    def snapshot(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Copies of the first n slots of row 0: per layer (keys, values) (1, H_kv, n, D)."""
+        kv = getattr(self.cache, "kv", None)
+        if kv is not None:  # LeanCache: (layers, 2, B, H_kv, capacity, D)
+            return [(kv[i, 0, :1, :, :n].clone(), kv[i, 1, :1, :, :n].clone()) for i in range(kv.shape[0])]
+        return [(layer.keys[:1, :, :n].clone(), layer.values[:1, :, :n].clone()) for layer in self.cache.layers]
+
+    def restore(self, layers: list[tuple[torch.Tensor, torch.Tensor]], n: int, hidden: torch.Tensor | None) -> None:
+        """Start a fresh batch-1 state from cached slots of its prompt's first n tokens (``snapshot``'s
+        form): they go into the cache, the pending prompt loses them, ``hidden`` (1, n, d) is put
+        before the first forward's features."""
+        if self.length or self.batch_size != 1 or not self.full or n >= self.pending_width:
+            raise ValueError("a prompt prefix is restored into a fresh batch-1 state, before its last token")
+        kv = getattr(self.cache, "kv", None)
+        if kv is not None:
+            self.cache.reserve(n)
+            for i, (keys, values) in enumerate(layers):
+                self.cache.kv[i, 0, :, :, :n] = keys[:, :, :n]
+                self.cache.kv[i, 1, :, :, :n] = values[:, :, :n]
+            self.cache.length = n
+        else:
+            for i, (keys, values) in enumerate(layers):
+                self.cache.update(keys[:, :, :n].clone(), values[:, :, :n].clone(), i)
+        self.mask = torch.ones(1, n, dtype=torch.bool, device=self.device)
+        self.num_tokens = torch.full_like(self.num_tokens, n)
+        self.pending, self.pending_valid = self.pending[:, n:], self.pending_valid[:, n:]
+        if self._prefill:
+            self._prefill = self.pending_width - 1
+        self._hidden_prefix = hidden
 
     @torch.inference_mode()
     def forward_tree(self, tree: TokenTree) -> torch.Tensor:
@@ -188,6 +241,7 @@ class CausalLMState:
         self.num_tokens = self.num_tokens + w + n
         self.pending, self.pending_valid = tokens[:, :0], self.pending_valid[:, :0]
         self._tree_start = L + w  # the first tree slot
+        self._prefilled()
         return out.logits[:, -(n + 1) :].float()  # (1, n + 1, V)
 
     def _extra_inputs(self) -> dict:

@@ -62,8 +62,13 @@ def post(server, path, body, key=KEY):
 
 
 def greedy(server, ids, n):
+    """The cold greedy output (the server's prompt cache set aside)."""
     gen = server.engine.generator
-    out = gen.generate(ids, max_new_tokens=n, temperature=0.0)
+    cache, gen.prompt_cache = gen.prompt_cache, None
+    try:
+        out = gen.generate(ids, max_new_tokens=n, temperature=0.0)
+    finally:
+        gen.prompt_cache = cache
     return gen.tokenizer.decode(out.token_ids, skip_special_tokens=True), out.token_ids
 
 
@@ -143,3 +148,18 @@ def test_infill_layout_keeps_the_budget_dropping_oldest_chunks_first():
     assert len(tight) <= 40 and "file_sep" not in tok.decode(tight) and tok.decode(tight).endswith("<|fim_middle|>")
     plain = tiny_pair(fim=False).tokenizer
     assert infill_ids(plain, "a", "b") is None
+
+
+def test_keystrokes_reuse_the_cached_prompt_and_answer_as_cold(server):
+    tok = server.engine.generator.tokenizer
+    body = {**VSCODE_INFILL, "temperature": 0, "input_suffix": "\n    return arr\n" * 6}
+    first = json.loads(post(server, "/infill", body)[2])
+    typed = {**body, "input_suffix": body["input_suffix"] + "x"}  # one more keystroke at the end
+    second = json.loads(post(server, "/infill", typed)[2])
+    ids = infill_ids(tok, typed["input_prefix"], typed["input_suffix"], [("util.py", "def helper(x):\n    return x\n")])
+    assert second["tokens_cached"] > 0.8 * second["tokens_evaluated"] and first["tokens_evaluated"] > 40
+    assert second["content"] == greedy(server, ids, 12)[0]
+    warm = json.loads(post(server, "/infill", {**typed, "n_predict": 0, "input_prefix": "import os\n" + typed["input_prefix"]})[2])
+    assert warm["content"] == "" and warm["tokens_predicted"] == 0
+    again = json.loads(post(server, "/infill", {**typed, "input_prefix": "import os\n" + typed["input_prefix"]})[2])
+    assert again["tokens_cached"] == again["tokens_evaluated"] - 1  # the warm-up cached it all
