@@ -27,13 +27,48 @@ def add(kinds) -> None:
     )
     b.add_argument("--max-tokens", type=int, default=d.max_tokens)
     b.add_argument("--repeats", type=int, default=d.repeats)
-    add_report(b, d.report, "'Serving load'")
+    b.add_argument(
+        "--editor",
+        action="store_true",
+        help="replay an editor session instead: a real file typed in --edits steps, one streamed /infill each, "
+        "without and with the prompt cache (section 'Editor replay')",
+    )
+    b.add_argument("--file", help="the file typed in the replay (default: the standard library's textwrap.py)")
+    b.add_argument("--context-tokens", type=int, default=2000, help="replay: about this many tokens of context")
+    b.add_argument("--edits", type=int, default=20)
+    b.add_argument("--n-predict", type=int, default=32, help="replay: tokens per /infill")
+    add_report(b, d.report, "'Serving load' or 'Editor replay'")
     b.set_defaults(run=run)
+
+
+def run_editor(args: argparse.Namespace) -> int:
+    from specvideo.bench.report import atomic_write, command_block, replace_section
+    from specvideo.bench.serve_editor import EditorReplayConfig, run_replay, to_markdown
+
+    if args.context_tokens < 16 or args.edits < 1 or args.n_predict < 1:
+        raise ValueError("--context-tokens must be >= 16, --edits and --n-predict >= 1")
+    root = args.url.rstrip("/").removesuffix("/v1")
+    config = EditorReplayConfig(root, args.file, args.context_tokens, args.edits, args.n_predict, args.api_key)
+    replay = run_replay(config)
+    argv = ["specvideo", "bench", "serve", "--editor", "--url", root, "--context-tokens", str(args.context_tokens)]
+    argv += ["--edits", str(args.edits), "--n-predict", str(args.n_predict)] + (["--file", args.file] if args.file else [])
+    print(json.dumps({**replay.summary(), "strokes": [asdict(s) for s in replay.strokes]}) if args.json else to_markdown(replay))
+    if not args.no_report:
+        from pathlib import Path
+
+        path, section = Path(args.report), "## Editor replay"
+        text = "\n".join([*command_block(section, shlex.join(argv)), to_markdown(replay), ""])
+        old = path.read_text(encoding="utf-8") if path.exists() else "# Scaling\n"
+        atomic_write(path, lambda f: f.write(replace_section(old, section, text)))
+        print(f"\nreport written to {path}", file=sys.stderr)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     from specvideo.bench.serve import BenchServeConfig, run_benchmark, to_markdown, write_report
 
+    if args.editor:
+        return run_editor(args)
     if not args.concurrency or min(args.concurrency) < 1 or args.max_tokens < 1 or args.repeats < 1:
         raise ValueError("--concurrency values, --max-tokens and --repeats must be >= 1")
     config = BenchServeConfig(

@@ -10,8 +10,8 @@
 - ``POST /v1/fim/completions`` (Mistral's FIM route, Continue): ``prompt`` + ``suffix``; answers
   in the chat completion shape (``choices[0].message.content``, streamed as ``delta.content``).
 
-llama.cpp's ``cache_prompt``, ``samplers``, ``t_max_prompt_ms`` and its other tuning fields are
-accepted and ignored: sampling here is temperature, then top-k, then top-p, whatever the chain asks.
+``cache_prompt: false`` keeps a request off the prompt cache. llama.cpp's ``samplers``,
+``t_max_prompt_ms`` and its other tuning fields are accepted and ignored: sampling here is temperature, then top-k, then top-p, whatever the chain asks.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class LlamaRequest(BaseModel):
     seed: int = -1
     stream: bool = False
     t_max_predict_ms: float | None = Field(default=None, ge=0)
+    cache_prompt: bool = True  # false: this request neither reuses nor keeps a cached prompt
     n_probs: int = Field(default=0, ge=0, le=0)  # token probabilities are not served
 
 
@@ -114,19 +115,21 @@ def _predict(engine: Engine, body: LlamaRequest) -> int:
     return cap if body.n_predict < 0 else min(body.n_predict, cap)
 
 
-def _job(engine: Engine, ids, max_tokens, temperature, top_p, seed, stops, top_k=None, max_predict_ms=None) -> Job:
+def _job(
+    engine: Engine, ids, max_tokens, temperature, top_p, seed, stops, top_k=None, max_predict_ms=None, cache=True
+) -> Job:
     context = context_length(engine.generator.target)
     room = context - len(ids)
     if room <= 0:
         raise APIError(413, f"the prompt ({len(ids)} tokens) exceeds the model's context of {context} tokens", param="prompt", code="context_length_exceeded")
     limit = min(room, max_tokens if max_tokens is not None else room, engine.max_tokens or room)
-    return Job(ids, limit, temperature, top_p, seed, list(stops), top_k or None, max_predict_ms)
+    return Job(ids, limit, temperature, top_p, seed, list(stops), top_k or None, max_predict_ms, cache)
 
 
 async def _llama_answer(engine: Engine, body: LlamaRequest, ids: list[int], request: Request):
     job = _job(
         engine, ids, _predict(engine, body), body.temperature, body.top_p, None if body.seed < 0 else body.seed,
-        body.stop, body.top_k, body.t_max_predict_ms,
+        body.stop, body.top_k, body.t_max_predict_ms, body.cache_prompt,
     )
     from specvideo.serve.app import _Trace
 

@@ -61,6 +61,7 @@ class Job:
     top_k: int | None = None
     # llama.cpp's t_max_predict_ms: once a line is complete, stop after this long since the first token
     max_predict_ms: float | None = None
+    cache_prompt: bool = True  # llama.cpp's cache_prompt: false neither reuses nor keeps its prompt
     events: queue.Queue = field(default_factory=queue.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
 
@@ -251,15 +252,15 @@ class Engine:
         )
         prompt = [j.prompt_ids for j in jobs] if len(jobs) > 1 else first.prompt_ids
         start = time.monotonic()
-        run = g.start(
-            prompt,
-            max_new_tokens=max(j.max_tokens for j in jobs),
-            temperature=first.temperature,
-            top_k=None if first.greedy else first.top_k,
-            top_p=None if first.top_p >= 1 else first.top_p,
-            generator=None if first.greedy else seeded,
-        )
-        if all(j.max_tokens == 0 for j in jobs) and getattr(g, "prompt_cache", None) is not None:
+        cache = getattr(g, "prompt_cache", None)
+        if cache is not None and not all(j.cache_prompt for j in jobs):
+            g.prompt_cache = None  # for this run (the worker runs one at a time)
+        try:
+            run = self._start(g, prompt, jobs, seeded)
+        finally:
+            if cache is not None:
+                g.prompt_cache = cache
+        if all(j.max_tokens == 0 for j in jobs) and g.prompt_cache is not None and first.cache_prompt:
             run.verifier.state.forward()  # a warm-up (n_predict 0): prefill, so the prompt is cached
         rows = [_Row(j, start, run.cached_tokens) for j in jobs]
         stop_ids = run.verifier.stop_ids
@@ -268,6 +269,18 @@ class Engine:
             if all(r.done or r.job.cancelled.is_set() for r in rows):
                 return
         self._report(rows, run, stop_ids, end=True)
+
+    @staticmethod
+    def _start(g, prompt, jobs: list[Job], seeded):
+        first = jobs[0]
+        return g.start(
+            prompt,
+            max_new_tokens=max(j.max_tokens for j in jobs),
+            temperature=first.temperature,
+            top_k=None if first.greedy else first.top_k,
+            top_p=None if first.top_p >= 1 else first.top_p,
+            generator=None if first.greedy else seeded,
+        )
 
     def _report(self, rows: list[_Row], run, stop_ids, end: bool = False) -> None:
         stats = run.stats

@@ -337,9 +337,9 @@ class SpeculativeGenerator:
         its own after the prefill; returns the tokens reused."""
         if self.prompt_cache is None or encoded.batch_size != 1 or not bool(encoded.attention_mask.all()):
             return 0
-        ids = encoded.input_ids[0].tolist()
-        reused = self.prompt_cache.restore(ids, state)
-        state.on_prefill = lambda filled: self.prompt_cache.store(ids, filled)
+        ids, cache = encoded.input_ids[0].tolist(), self.prompt_cache
+        reused = cache.restore(ids, state)
+        state.on_prefill = lambda filled: cache.store(ids, filled)
         return reused
 
     def _packed(self) -> contextlib.ExitStack:

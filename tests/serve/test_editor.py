@@ -163,3 +163,18 @@ def test_keystrokes_reuse_the_cached_prompt_and_answer_as_cold(server):
     assert warm["content"] == "" and warm["tokens_predicted"] == 0
     again = json.loads(post(server, "/infill", {**typed, "input_prefix": "import os\n" + typed["input_prefix"]})[2])
     assert again["tokens_cached"] == again["tokens_evaluated"] - 1  # the warm-up cached it all
+
+
+def test_bench_serve_replays_an_editor_session_without_and_with_the_cache(server, tmp_path, capsys):
+    from specvideo.cli import main
+
+    report = tmp_path / "SCALING.md"
+    argv = ["bench", "serve", "--editor", "--url", server.url + "/v1", "--api-key", KEY, "--context-tokens", "40"]
+    assert main([*argv, "--edits", "4", "--n-predict", "4", "--report", str(report), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["cold"]["answered"] == out["cache"]["answered"] == 4 and out["cold"]["failed"] == 0
+    assert out["cold"]["cached_tokens_median"] == 0 and out["cache"]["cached_tokens_median"] > 0
+    cold = [s for s in out["strokes"] if not s["cache"]]
+    warm = [s for s in out["strokes"] if s["cache"]]
+    assert all(c["prompt_tokens"] == w["prompt_tokens"] for c, w in zip(cold, warm))
+    assert "## Editor replay" in report.read_text() and "textwrap.py" in report.read_text()
