@@ -335,8 +335,8 @@ def chain_acceptance(
 
 
 def export(config: HeadConfig, target) -> Path:
-    """models/smollm2-head: fc, the layer and the norm in fp16, its config and the token ranking
-    (README figures are written by hand from the logs)."""
+    """``config.out`` (models/smollm2-head, models/qwen-coder-head): fc, the layer and the norm in
+    fp16, its config and the token ranking (README figures are written by hand from the logs)."""
     head = DraftHead.from_target(target, layer_index(target, config.init_layer), config.intermediate_size)
     head.load_state_dict(torch.load(Path(config.work) / "train" / "ckpt.pt")["head"], strict=False)
     out = save_head(head, config.out)
@@ -344,6 +344,8 @@ def export(config: HeadConfig, target) -> Path:
     save_token_ranking(
         out,
         data_ranking(rows, target.config.vocab_size),
-        "token counts of the self-distillation training shards",
+        "token counts of the self-distillation training shards"
+        if config.target == "smollm2"
+        else "token counts of the training rows (real Python source, specvideo.training.code_data)",
     )
     return out
