@@ -36,7 +36,7 @@ def add(kinds) -> None:
     t.add_argument("--head", metavar="DIR", default=d.head,
                    help="the draft head of the head drafters (default: models/smollm2-head)")
     t.add_argument("--pair", choices=("qwen-coder",), default=d.pair,
-                   help="the code pair (Qwen2.5-Coder-1.5B with its 0.5B draft; scripts/fetch_qwen_coder.sh first)")
+                   help="the code pair (Qwen2.5-Coder-1.5B, its 0.5B draft and its head; scripts/fetch_qwen_coder.sh first)")
     t.add_argument("--drafter", metavar="NAMES", type=names, default=d.drafters,
                    help="our model-drafter variant(s): model, lean, lean@N, hybrid, hybrid@N, tree, "
                         "ngram-tree, head@N, head-tree@N, head-hybrid@N, head-hybrid-tree@N")

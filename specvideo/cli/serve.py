@@ -16,7 +16,7 @@ def add(commands) -> None:
         "--model",
         default="smollm2",
         help="smollm2 (SmolLM2-135M-Instruct and its trained draft), qwen-coder (Qwen2.5-Coder-1.5B-Instruct "
-        "drafted by its 0.5B sibling; scripts/fetch_qwen_coder.sh first), FILE.gguf or a model directory",
+        "drafted by its draft head behind prompt lookup; scripts/fetch_qwen_coder.sh first), FILE.gguf or a model directory",
     )
     p.add_argument("--name", help="the model id clients ask for (default: smollm2, or the directory's name)")
     drafting = p.add_mutually_exclusive_group()

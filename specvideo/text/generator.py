@@ -18,7 +18,7 @@ from transformers import PreTrainedModel
 from specvideo.core.schedule import make_schedule
 from specvideo.core.types import SpecStats
 from specvideo.paths import shipped
-from specvideo.text.config import DRAFTERS, HEAD_DRAFTERS, LEAN_DRAFTERS, MODEL_DRAFTERS, TEXT_DEFAULTS
+from specvideo.text.config import DRAFTERS, HEAD_DRAFTERS, LEAN_DRAFTERS, MODEL_DRAFTERS, TEXT_DEFAULTS, TREE_DRAFTERS
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
 from specvideo.text.generation import Run, TextOutput, accept_rule, check_context, cut_at_stop, fim_prompt, stop_rules
 from specvideo.text.head import DraftHead
@@ -43,7 +43,7 @@ DEFAULT_HEAD = ("smollm2-head",)  # under models/: the draft head on its feature
 # head behind lookup on code greedily and led it sampled and on chat, so no per-kind default
 DEFAULT_DRAFTER = "ngram"
 # the default pair verifies with LeanLlama: on the tuning split a 2-4-token forward cost 70-74 ms
-# against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split"), greedy still exact
+# against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split of 2026-12-01"), greedy still exact
 DEFAULT_LEAN_TARGET = True
 
 
@@ -143,6 +143,12 @@ class SpeculativeGenerator:
         else:
             self._lean_target = None
         self.invariant = bool(invariant)
+        if self.invariant and drafter in TREE_DRAFTERS:
+            raise ValueError(
+                f"the {drafter} drafter checks token trees through an attention mask that the invariant "
+                "bf16 target cannot compute as its 1-token steps do, so the output could leave the model's "
+                "own decoding: use a chain drafter (head-hybrid, hybrid, ngram) or float32 (dtype='float32')"
+            )
         # the models transformers runs, on pre-packed weights (LeanLlama runners pack their own)
         pairs = ((self.target, self._lean_target), (self.draft, self._lean))
         run_by_hf = [m for m, lean in pairs if m is not None and lean is None]
@@ -196,6 +202,8 @@ class SpeculativeGenerator:
         from specvideo.text.models import is_named, pair_draft, resolve_model
 
         device = kwargs.get("device") or "cpu"
+        # trees verify exactly in float32 only (the invariant bf16 path computes chains): auto picks it
+        exact = exact or (dtype == "auto" and kwargs.get("drafter") in TREE_DRAFTERS)
         choice = None
         if target_path is None or is_named(target_path):
             choice = resolve_model(target_path or "smollm2", "float32" if exact else dtype, device)

@@ -82,14 +82,15 @@ def test_a_qwen_head_trains_with_the_training_time_test():
     assert "top1_s1" in out and losses[-1] < losses[0]
 
 
-def test_a_named_pair_drafts_with_its_head_by_default_and_its_model_otherwise():
-    from specvideo.paths import shipped
+def test_a_named_pair_drafts_with_its_head_by_default_and_its_model_otherwise(tmp_path, monkeypatch):
     from specvideo.text.models import QWEN_CODER_DRAFTER, ModelChoice, pair_draft
 
     assert QWEN_CODER_DRAFTER == "head-hybrid"
-    choice = ModelChoice("pair", "target-dir", "draft-dir", "smollm2-head", "head-hybrid")
+    (tmp_path / "a-head").mkdir()
+    monkeypatch.setenv("SPECVIDEO_MODELS", str(tmp_path))
+    choice = ModelChoice("pair", "target-dir", "draft-dir", "a-head", "head-hybrid")
     kwargs = {}
-    assert pair_draft(choice, kwargs) == str(shipped("smollm2-head")) and kwargs["drafter"] == "head-hybrid"
-    assert pair_draft(choice, {"drafter": "head-tree"}) == str(shipped("smollm2-head"))
+    assert pair_draft(choice, kwargs) == str(tmp_path / "a-head") and kwargs["drafter"] == "head-hybrid"
+    assert pair_draft(choice, {"drafter": "head-tree"}) == str(tmp_path / "a-head")
     assert pair_draft(choice, {"drafter": "hybrid"}) == "draft-dir"
     assert pair_draft(choice, {"drafter": "ngram"}) is None

@@ -41,3 +41,41 @@ def test_cli_text_runs_the_tiny_pair(capsys):
     assert main([*args, "--max-new-tokens", "16", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["stats"]["emitted"] >= 1 and isinstance(report["text"], str)
+
+
+def test_the_code_pairs_head_is_a_one_layer_qwen2_within_its_budget():
+    """models/qwen-coder-head: its files match the head its config builds (built on the meta
+    device: the 151,936 x 1,536 embeddings are the target's, not shipped) and stay under 30 MB."""
+    from safetensors import safe_open
+    from transformers import AutoConfig
+
+    from specvideo.text.head import DraftHead, is_draft_head
+    from specvideo.text.models import QWEN_CODER_HEAD
+
+    path = models_dir() / QWEN_CODER_HEAD
+    assert is_draft_head(path) and (path / "model.safetensors").stat().st_size <= 30e6
+    config = AutoConfig.from_pretrained(path)
+    assert config.model_type == "qwen2" and config.num_hidden_layers == 1 and config.hidden_size == 1536
+    with torch.device("meta"):
+        expected = {k: tuple(v.shape) for k, v in DraftHead(config).trained_state().items()}
+    with safe_open(path / "model.safetensors", "pt") as f:
+        shipped = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}
+    assert shipped == expected
+    ranking = json.loads((path / "token_ranking.json").read_text())["ranking"]
+    assert len(ranking) == config.vocab_size == len(set(ranking))
+
+
+@pytest.mark.slow
+def test_the_code_pair_drafts_with_its_head_by_default():
+    """Needs scripts/fetch_qwen_coder.sh (1.6 GB) and minutes on a CPU: left out of the default run."""
+    from specvideo.text.models import qwen_coder_dir
+
+    if not (qwen_coder_dir() / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf").is_file():
+        pytest.skip("the code pair is not fetched (scripts/fetch_qwen_coder.sh)")
+    gen = SpeculativeGenerator.from_pretrained("qwen-coder")
+    assert gen.drafter_name == "head-hybrid" and type(gen.draft).__name__ == "DraftHead"
+    out = gen.generate("def quicksort(arr):", max_new_tokens=24, stop=None)
+    alone = SpeculativeGenerator(gen.target, tokenizer=gen.tokenizer, drafter="none", lean_target=gen._lean_target)
+    assert out.token_ids == alone.generate("def quicksort(arr):", max_new_tokens=24, stop=None).token_ids
+    assert out.stats.accepted > 0
