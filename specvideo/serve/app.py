@@ -199,67 +199,74 @@ class _Trace:
         )
 
 
-async def _answer(engine: Engine, job: Job, request: Request, stream: bool, make, rid: str):
+def _submit(engine: Engine, job: Job, request: Request, rid: str) -> _Trace:
+    """Queue the job; its trace is this request's log line (a refusal logs and raises)."""
     trace = _Trace(rid, request.url.path, len(job.prompt_ids))
-    request.state.traced = True  # this request's line is the trace's
+    request.state.traced = True
     try:
         engine.submit(job)
     except APIError as err:
         trace.end(f"refused {err.status}")
         raise
+    return trace
+
+
+async def _job_events(job: Job, request: Request, trace: _Trace) -> AsyncIterator[Piece | Failed | Done]:
+    """The job's events through its Done or Failed, traced; however it ends otherwise (the client
+    gone, the task cancelled by the server on disconnect), the unfinished job is cancelled."""
+    finished = False
+    try:
+        while not finished:
+            event = await _next(job, request)
+            if event is None:
+                return
+            if isinstance(event, Piece):
+                trace.piece()
+            else:
+                finished = True
+                failed = isinstance(event, Failed)
+                trace.end(f"failed {event.error.status}" if failed else event.finish_reason, None if failed else event)
+            yield event
+    finally:
+        if not finished:
+            trace.end("disconnected")
+            job.cancelled.set()
+
+
+async def _answer(engine: Engine, job: Job, request: Request, stream: bool, make, rid: str):
+    trace = _submit(engine, job, request, rid)
     if stream:
         return StreamingResponse(
             _events(job, request, make, rid, engine.model_name, trace), media_type="text/event-stream"
         )
     text = ""
-    while True:
-        event = await _next(job, request)
+    async for event in _job_events(job, request, trace):
         if isinstance(event, Piece):
-            trace.piece()
             text += event.text
         elif isinstance(event, Failed):
-            trace.end(f"failed {event.error.status}")
             raise event.error
-        elif isinstance(event, Done):
-            trace.end(event.finish_reason, event)
+        else:
             return make(
                 rid, engine.model_name, text, event.finish_reason, event.usage, event.speculative, chunk=False
             )
-        elif event is None:  # the client left
-            trace.end("disconnected")
-            return JSONResponse({}, status_code=499)
+    return JSONResponse({}, status_code=499)  # the client left
 
 
 async def _events(job: Job, request: Request, make, rid: str, model: str, trace: _Trace) -> AsyncIterator[str]:
-    """The SSE stream of one job; however it ends (done, failed, the client gone, the task
-    cancelled by the server on disconnect), an unfinished job is cancelled."""
-    first, finished = True, False
-    try:
-        while True:
-            event = await _next(job, request)
-            if event is None:
-                return
-            if isinstance(event, Failed):
-                finished = True
-                trace.end(f"failed {event.error.status}")
-                yield _sse(event.error.body())
-                break
-            if isinstance(event, Piece):
-                trace.piece()
-                yield _sse(_chunk(make, rid, model, event.text, None, None, None, first))
-                first = False
-            elif isinstance(event, Done):
-                finished = True
-                trace.end(event.finish_reason, event)
-                yield _sse(
-                    _chunk(make, rid, model, "", event.finish_reason, event.usage, event.speculative, first)
-                )
-                break
+    """The SSE stream of one job, ending with ``data: [DONE]`` unless the client left."""
+    first, ended = True, False
+    async for event in _job_events(job, request, trace):
+        if isinstance(event, Piece):
+            yield _sse(_chunk(make, rid, model, event.text, None, None, None, first))
+            first = False
+        elif isinstance(event, Failed):
+            ended = True
+            yield _sse(event.error.body())
+        else:
+            ended = True
+            yield _sse(_chunk(make, rid, model, "", event.finish_reason, event.usage, event.speculative, first))
+    if ended:
         yield "data: [DONE]\n\n"
-    finally:
-        if not finished:
-            trace.end("disconnected")
-            job.cancelled.set()
 
 
 def _chunk(make, rid, model, text, finish, usage, extra, first) -> dict:

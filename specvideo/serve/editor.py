@@ -29,7 +29,6 @@ from specvideo.serve.protocol import APIError, _Request, chat_body, new_id
 from specvideo.text.prompts import FIM_TOKENS, infill_ids
 from specvideo.text.state import context_length
 
-
 EDITOR_ROUTES = ("/infill", "/completion")  # behind --api-key too, as llama.cpp's
 
 
@@ -131,16 +130,9 @@ async def _llama_answer(engine: Engine, body: LlamaRequest, ids: list[int], requ
         engine, ids, _predict(engine, body), body.temperature, body.top_p, None if body.seed < 0 else body.seed,
         body.stop, body.top_k, body.t_max_predict_ms, body.cache_prompt,
     )
-    from specvideo.serve.app import _Trace
+    from specvideo.serve.app import _submit
 
-    trace = _Trace(new_id("cmpl"), request.url.path, len(ids))
-    request.state.traced = True
-    try:
-        engine.submit(job)
-    except APIError as err:
-        trace.end(f"refused {err.status}")
-        raise
-    events = _llama_events(engine, job, request, trace)
+    events = _llama_events(engine, job, request, _submit(engine, job, request, new_id("cmpl")))
     if body.stream:
         return StreamingResponse((f"data: {json.dumps(e)}\n\n" async for e in events), media_type="text/event-stream")
     content, last = "", {}
@@ -154,31 +146,15 @@ async def _llama_answer(engine: Engine, body: LlamaRequest, ids: list[int], requ
 
 async def _llama_events(engine: Engine, job: Job, request: Request, trace) -> AsyncIterator[dict]:
     """llama.cpp's stream objects: {"content", "stop": false} per piece, then the final one."""
-    from specvideo.serve.app import _next
+    from specvideo.serve.app import _job_events
 
-    finished = False
-    try:
-        while True:
-            event = await _next(job, request)
-            if event is None:
-                return
-            if isinstance(event, Piece):
-                trace.piece()
-                yield {"content": event.text, "stop": False}
-            elif isinstance(event, Failed):
-                finished = True
-                trace.end(f"failed {event.error.status}")
-                yield {"error": {"code": event.error.status, "message": event.error.message, "type": event.error.type}}
-                return
-            elif isinstance(event, Done):
-                finished = True
-                trace.end(event.finish_reason, event)
-                yield _final(engine, event)
-                return
-    finally:
-        if not finished:
-            trace.end("disconnected")
-            job.cancelled.set()
+    async for event in _job_events(job, request, trace):
+        if isinstance(event, Piece):
+            yield {"content": event.text, "stop": False}
+        elif isinstance(event, Failed):
+            yield {"error": {"code": event.error.status, "message": event.error.message, "type": event.error.type}}
+        else:
+            yield _final(engine, event)
 
 
 def _final(engine: Engine, done: Done) -> dict:

@@ -142,7 +142,6 @@ class Engine:
         """Start serving with ``generator`` (the end of loading). A drafter that verifies one row
         at a time (``ONE_ROW_DRAFTERS``: token trees) gets batches of one."""
         from specvideo.text.config import ONE_ROW_DRAFTERS
-
         from specvideo.text.prompt_cache import PromptCache
 
         if getattr(generator, "drafter_name", None) in ONE_ROW_DRAFTERS:

@@ -18,9 +18,24 @@ from transformers import PreTrainedModel
 from specvideo.core.schedule import make_schedule
 from specvideo.core.types import SpecStats
 from specvideo.paths import shipped
-from specvideo.text.config import DRAFTERS, HEAD_DRAFTERS, LEAN_DRAFTERS, MODEL_DRAFTERS, TEXT_DEFAULTS, TREE_DRAFTERS
+from specvideo.text.config import (
+    DRAFTERS,
+    HEAD_DRAFTERS,
+    LEAN_DRAFTERS,
+    MODEL_DRAFTERS,
+    TEXT_DEFAULTS,
+    TREE_DRAFTERS,
+)
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
-from specvideo.text.generation import Run, TextOutput, accept_rule, check_context, cut_at_stop, fim_prompt, stop_rules
+from specvideo.text.generation import (
+    Run,
+    TextOutput,
+    accept_rule,
+    check_context,
+    cut_at_stop,
+    fim_prompt,
+    stop_rules,
+)
 from specvideo.text.head import DraftHead
 from specvideo.text.head_drafters import HeadDrafter, HeadTreeDrafter
 from specvideo.text.lean import LEAN_MODEL_TYPES, LeanLlama

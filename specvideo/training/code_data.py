@@ -18,7 +18,6 @@ The target's own replies to chat prompts (``chat_rows``) can be added: they cost
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import random
 import time
 from dataclasses import dataclass

@@ -437,7 +437,7 @@ def test_lean_verifier_rows_are_exact_and_decode_costs_list_both_runners(dirs):
     assert all(r.speedup_vs_loop is not None for r in results.rows if r.family.startswith("ours"))
     decode = results.settings["decode_ms"]
     assert {"target@1", "target@8", "target_lean@1", "target_lean@4"} <= set(decode)
-    from specvideo.bench.text.report import round_table, decode_table
+    from specvideo.bench.text.report import decode_table
 
     assert "| target (LeanLlama), 4 tokens at once |" in decode_table(decode)
 

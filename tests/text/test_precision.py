@@ -107,9 +107,9 @@ def test_tree_drafters_are_refused_on_the_invariant_bf16_path(drafter):
     """A tree's attention mask is not computed canonically, so a bf16 tree check could round apart
     from 1-token steps (measured: 0 of 4 tuning prompts equal to our own loop): refused, with float32
     named; from_pretrained(dtype="auto") picks float32 for trees."""
-    from tests.text.test_head import exact_head
-
     import copy
+
+    from tests.text.test_head import exact_head
 
     target = tiny_llama(seed=0, layers=1)
     draft = exact_head(target) if drafter == "head-tree" else None

@@ -176,7 +176,6 @@ class BenchTextConfig:
     @property
     def head_dir(self) -> str:
         from specvideo.paths import shipped
-
         from specvideo.text.models import QWEN_CODER_HEAD
 
         return self.head or str(shipped(QWEN_CODER_HEAD if self.pair == "qwen-coder" else "smollm2-head"))
