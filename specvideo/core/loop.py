@@ -64,7 +64,6 @@ def speculate(
         stats.record(draft, verdict, active, emitted)
         stats.target_calls, stats.draft_calls = verifier.calls, drafter.calls
         stats.target_only_calls = verifier.target_only_calls
-        stats.time_forward = getattr(verifier, "forward_seconds", stats.time_forward)
         schedule.update(draft, verdict, active)
         stats.time_total += time.perf_counter() - start
         yield Step(round=round_index, k=draft.k, draft=draft, verdict=verdict, emitted=emitted, active=active)

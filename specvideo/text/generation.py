@@ -46,7 +46,9 @@ class Run:
 
     def steps(self) -> Iterator[Step]:
         with self.packing():
-            yield from speculate(self.drafter, self.verifier, self.accept, self.schedule, self.stats)
+            for step in speculate(self.drafter, self.verifier, self.accept, self.schedule, self.stats):
+                self.stats.time_forward = self.verifier.forward_seconds  # the check's model part
+                yield step
 
 
 def accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):

@@ -68,7 +68,8 @@ class CausalLMState:
         # so every later position is computed in a decode-sized call, as a 1-token step computes it;
         # the prefill goes in chunks that end at multiples of PREFILL_CHUNK slots, so a prompt cache
         # that restores whole chunks leaves the rest computed in the very calls of a cold prefill
-        self._prefill = input_ids.shape[1] - 1 if getattr(model, "invariant", False) else 0
+        self.invariant = bool(getattr(model, "invariant", False))
+        self._prefill = input_ids.shape[1] - 1 if self.invariant else 0
         self.on_prefill = None  # called with this state after its first forward (a prompt cache's store)
         self._hidden_prefix: torch.Tensor | None = None  # (1, r, d) a restored prefix's features
 
@@ -174,7 +175,7 @@ class CausalLMState:
     def restorable(self, n: int) -> int:
         """How many of n cached prompt tokens a restore may take: whole prefill chunks on an
         invariant model (bit-identical to a cold prefill), all of them otherwise."""
-        return n - n % PREFILL_CHUNK if self._prefill else n
+        return n - n % PREFILL_CHUNK if self.invariant else n
 
     def snapshot(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Copies of the first n slots of row 0: per layer (keys, values) (1, H_kv, n, D)."""
@@ -202,7 +203,7 @@ class CausalLMState:
         self.mask = torch.ones(1, n, dtype=torch.bool, device=self.device)
         self.num_tokens = torch.full_like(self.num_tokens, n)
         self.pending, self.pending_valid = self.pending[:, n:], self.pending_valid[:, n:]
-        if self._prefill:
+        if self.invariant:
             self._prefill = self.pending_width - 1
         self._hidden_prefix = hidden
 
