@@ -1,16 +1,18 @@
-"""``specvideo bench serve``: load on a running ``specvideo serve``, N concurrent streaming requests.
+"""``specvideo bench serve``: load on a running ``specvideo serve``, N concurrent clients.
 
-For each concurrency N (default 1, 2, 4, 8) it sends N streaming chat requests at once (the same
-fixed prompts, greedy, ``max_tokens``), ``repeats`` times, with the official ``openai`` client, and
-records per request the time to the first text, the total latency and the tokens it received (the
-final chunk's ``usage``); refused requests (429) and failures are counted, never dropped. Reported
-per N: median time to first token, p50 / p95 latency, aggregate tokens per second (tokens received
-over the wall time of the wave), refusals. Results go to docs/SCALING.md.
+For each concurrency N (default 1, 2, 4, 8), N clients each send ``repeats`` streaming chat requests
+one after another (a closed loop: a client asks again as soon as its answer is complete, so requests
+arrive while others decode), greedy, ``max_tokens`` each, with the official ``openai`` client. Per
+request it records the time to the first text, the total latency and the tokens received (the final
+chunk's ``usage``); refused requests (429) and failures are counted, never dropped. Reported per N:
+median and p95 time to first token, p50 / p95 latency, aggregate tokens per second (tokens received
+over the wave's wall time), refusals. ``flood`` sends that many requests at once, past the queue:
+each must be answered or refused with 429. Results go to docs/SCALING.md, under a section named by
+``label`` (the server's batching mode, say).
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -39,6 +41,8 @@ class BenchServeConfig:
     max_tokens: int = 64
     repeats: int = 2
     report: str = "docs/SCALING.md"
+    flood: int = 0  # requests sent at once after the waves (0: none)
+    label: str = ""  # the report section's name after "Serving load"
 
 
 @dataclass
@@ -49,16 +53,21 @@ class RequestResult:
     latency_s: float | None = None
     tokens: int = 0
     error: str | None = None
+    prompt: str = ""
+    text: str = ""
 
 
 @dataclass
 class WaveResult:
     concurrency: int
+    flood: bool = False  # sent at once (past the queue), not by clients in a loop
     requests: list[RequestResult] = field(default_factory=list)
     wall_s: list[float] = field(default_factory=list)
 
-    def summary(self) -> dict:
+    def summary(self, alone: dict[str, str] | None = None) -> dict:
+        """alone: each prompt's answer with one client (greedy: every answer should equal it)."""
         ok = [r for r in self.requests if r.ok]
+        compared = [r for r in ok if alone and r.prompt in alone]
         lat = sorted(r.latency_s for r in ok)
         tokens = sum(r.tokens for r in ok)
         return {
@@ -67,10 +76,12 @@ class WaveResult:
             "answered": len(ok),
             "refused": sum(r.refused for r in self.requests),
             "failed": sum(not r.ok and not r.refused for r in self.requests),
-            "ttft_s_median": statistics.median(r.ttft_s for r in ok if r.ttft_s is not None) if ok else None,
+            "ttft_s_median": _percentile(sorted(r.ttft_s for r in ok if r.ttft_s is not None), 50),
+            "ttft_s_p95": _percentile(sorted(r.ttft_s for r in ok if r.ttft_s is not None), 95),
             "latency_s_p50": _percentile(lat, 50),
             "latency_s_p95": _percentile(lat, 95),
             "tokens_per_s": tokens / sum(self.wall_s) if self.wall_s and sum(self.wall_s) else None,
+            "equal_to_alone": f"{sum(r.text == alone[r.prompt] for r in compared)}/{len(compared)}" if compared else None,
         }
 
 
@@ -95,13 +106,15 @@ def one_request(client, config: BenchServeConfig, prompt: str) -> RequestResult:
             temperature=0,
             stream=True,
         )
-        usage = None
+        usage, text = None, []
         for chunk in stream:
-            if first is None and chunk.choices and chunk.choices[0].delta.content:
-                first = time.perf_counter() - start
+            if chunk.choices and chunk.choices[0].delta.content:
+                first = first if first is not None else time.perf_counter() - start
+                text.append(chunk.choices[0].delta.content)
             usage = chunk.usage or usage
         tokens = usage.completion_tokens if usage else 0
-        return RequestResult(True, ttft_s=first, latency_s=time.perf_counter() - start, tokens=tokens)
+        latency = time.perf_counter() - start
+        return RequestResult(True, ttft_s=first, latency_s=latency, tokens=tokens, prompt=prompt, text="".join(text))
     except openai.RateLimitError as err:
         return RequestResult(False, refused=True, error=err.message)
     except openai.OpenAIError as err:
@@ -112,40 +125,63 @@ def run_benchmark(config: BenchServeConfig) -> list[WaveResult]:
     import openai
 
     client = openai.OpenAI(base_url=config.url, api_key=config.api_key, max_retries=0, timeout=600)
+
+    def client_loop(c: int, n: int) -> list[RequestResult]:  # one client's requests, one after another
+        return [one_request(client, config, PROMPTS[(r * n + c) % len(PROMPTS)]) for r in range(config.repeats)]
+
     waves = []
     for n in config.concurrency:
         wave = WaveResult(n)
-        for r in range(config.repeats):
-            prompts = [PROMPTS[(r * n + i) % len(PROMPTS)] for i in range(n)]
-            start = time.perf_counter()
-            with ThreadPoolExecutor(n) as pool:
-                wave.requests += list(pool.map(lambda p: one_request(client, config, p), prompts))
-            wave.wall_s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        with ThreadPoolExecutor(n) as pool:
+            for results in pool.map(lambda c, n=n: client_loop(c, n), range(n)):
+                wave.requests += results
+        wave.wall_s.append(time.perf_counter() - start)
+        waves.append(wave)
+    if config.flood:
+        wave = WaveResult(config.flood, flood=True)
+        start = time.perf_counter()
+        with ThreadPoolExecutor(config.flood) as pool:
+            wave.requests += list(pool.map(lambda i: one_request(client, config, PROMPTS[i % len(PROMPTS)]), range(config.flood)))
+        wave.wall_s.append(time.perf_counter() - start)
         waves.append(wave)
     return waves
 
 
 def to_markdown(waves: list[WaveResult]) -> str:
     lines = [
-        "| concurrent requests | answered / sent | refused | failed | TTFT median (s) | latency p50 (s) | latency p95 (s) | tokens / s (all requests) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| clients | answered / sent | refused | failed | TTFT median (s) | TTFT p95 (s) | latency p50 (s) | latency p95 (s) | tokens / s (all requests) | = 1 client |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    alone = reference_answers(waves)
     for w in waves:
-        s = w.summary()
+        s = w.summary(alone)
+        who = f"flood of {w.concurrency} at once" if w.flood else str(s["concurrency"])
         lines.append(
-            f"| {s['concurrency']} | {s['answered']} / {s['requests']} | {s['refused']} | {s['failed']} | "
-            f"{_fmt(s['ttft_s_median'])} | {_fmt(s['latency_s_p50'])} | {_fmt(s['latency_s_p95'])} | {_fmt(s['tokens_per_s'], '{:.1f}')} |"
+            f"| {who} | {s['answered']} / {s['requests']} | {s['refused']} | {s['failed']} | "
+            f"{_fmt(s['ttft_s_median'])} | {_fmt(s['ttft_s_p95'])} | {_fmt(s['latency_s_p50'])} | "
+            f"{_fmt(s['latency_s_p95'])} | {_fmt(s['tokens_per_s'], '{:.1f}')} | {s['equal_to_alone'] or '-'} |"
         )
     return "\n".join(lines)
 
 
-def write_report(waves: list[WaveResult], command: str, path: str) -> str:
+def reference_answers(waves: list[WaveResult]) -> dict[str, str]:
+    """Each prompt's first answer in the one-client wave (none without one)."""
+    single = next((w for w in waves if w.concurrency == 1 and not w.flood), None)
+    answers: dict[str, str] = {}
+    for r in single.requests if single else []:
+        if r.ok:
+            answers.setdefault(r.prompt, r.text)
+    return answers
+
+
+def write_report(waves: list[WaveResult], command: str, path: str, label: str = "") -> str:
     from pathlib import Path
 
-    path = Path(path)
-    section = "\n".join([*command_block(SECTION, command), to_markdown(waves), ""])
+    path, heading = Path(path), f"{SECTION}: {label}" if label else SECTION
+    section = "\n".join([*command_block(heading, command), to_markdown(waves), ""])
     old = path.read_text(encoding="utf-8") if path.exists() else "# Scaling\n"
-    atomic_write(path, lambda f: f.write(replace_section(old, SECTION, section)))
+    atomic_write(path, lambda f: f.write(replace_section(old, heading, section)))
     return str(path)
 
 

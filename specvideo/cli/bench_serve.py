@@ -26,7 +26,9 @@ def add(kinds) -> None:
         "--concurrency", type=ints, default=d.concurrency, help="comma-separated N (default 1,2,4,8)"
     )
     b.add_argument("--max-tokens", type=int, default=d.max_tokens)
-    b.add_argument("--repeats", type=int, default=d.repeats)
+    b.add_argument("--repeats", type=int, default=d.repeats, help="requests each client sends, one after another")
+    b.add_argument("--flood", type=int, default=d.flood, help="then send this many at once, past the queue (0: none)")
+    b.add_argument("--label", default=d.label, help="report section 'Serving load: LABEL' (the server's --batching, say)")
     b.add_argument(
         "--editor",
         action="store_true",
@@ -65,12 +67,20 @@ def run_editor(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specvideo.bench.serve import BenchServeConfig, run_benchmark, to_markdown, write_report
+    from specvideo.bench.serve import (
+        BenchServeConfig,
+        reference_answers,
+        run_benchmark,
+        to_markdown,
+        write_report,
+    )
 
     if args.editor:
         return run_editor(args)
     if not args.concurrency or min(args.concurrency) < 1 or args.max_tokens < 1 or args.repeats < 1:
         raise ValueError("--concurrency values, --max-tokens and --repeats must be >= 1")
+    if args.flood < 0:
+        raise ValueError(f"--flood must be >= 0, got {args.flood}")
     config = BenchServeConfig(
         url=args.url,
         model=args.model,
@@ -79,17 +89,21 @@ def run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         repeats=args.repeats,
         report=args.report,
+        flood=args.flood,
+        label=args.label,
     )
     waves = run_benchmark(config)
     argv = ["specvideo", "bench", "serve", "--url", config.url, "--model", config.model]
     argv += ["--concurrency", ",".join(map(str, config.concurrency)), "--max-tokens", str(config.max_tokens)]
-    argv += ["--repeats", str(config.repeats)]
+    argv += ["--repeats", str(config.repeats)] + (["--flood", str(config.flood)] if config.flood else [])
+    argv += ["--label", config.label] if config.label else []
     if args.json:
+        alone = reference_answers(waves)
         print(
-            json.dumps([{**w.summary(), "requests_detail": [asdict(r) for r in w.requests]} for w in waves])
+            json.dumps([{**w.summary(alone), "requests_detail": [asdict(r) for r in w.requests]} for w in waves])
         )
     else:
         print(to_markdown(waves))
     if not args.no_report:
-        print(f"\nreport written to {write_report(waves, shlex.join(argv), args.report)}", file=sys.stderr)
+        print(f"\nreport written to {write_report(waves, shlex.join(argv), args.report, config.label)}", file=sys.stderr)
     return 0

@@ -37,7 +37,14 @@ def add(commands) -> None:
         "--max-batch",
         type=int,
         default=4,
-        help="greedy requests that arrive together share a batch of this many",
+        help="requests decoded together at most (arrival batching: greedy ones that arrive together)",
+    )
+    p.add_argument(
+        "--batching",
+        choices=("continuous", "arrival"),
+        default="continuous",
+        help="continuous: a request joins the running batch at its next round and leaves it when done; "
+        "arrival: requests that arrive together run as one batch to its end",
     )
     p.add_argument(
         "--max-tokens",
@@ -112,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     name = args.name or model_name(args.model)
     engine = Engine(
         None, name, max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens,
-        prompt_cache_bytes=args.prompt_cache_mb << 20,
+        prompt_cache_bytes=args.prompt_cache_mb << 20, batching=args.batching,
     )
     server = uvicorn.Server(
         uvicorn.Config(create_app(engine, args.api_key), host=args.host, port=args.port, log_level="warning")
@@ -128,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
             server.should_exit = True
             return
         engine.attach(gen)
-        if engine.max_batch < args.max_batch:
+        if engine.max_batch < args.max_batch:  # arrival batching with a tree drafter
             print(f"--drafter {gen.drafter_name} verifies one request at a time: --max-batch 1", file=sys.stderr)
         print(f"ready: {name} ({gen.drafter_name} drafter)", flush=True)
 

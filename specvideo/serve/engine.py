@@ -1,20 +1,24 @@
 """The serving engine: one worker thread that runs the shared speculative loop for queued requests.
 
-Requests wait in a bounded queue (``max_queue``; a full queue is refused with 429). The worker takes
-the oldest request; a greedy one gathers the greedy requests that arrived with it (within
-``batch_window_s``, up to ``max_batch``) into one ragged batch, so concurrent editors share every
-target forward (each row accepts its own number of drafted tokens per round). A sampled request runs
-alone with its own seeded generator, so its output does not depend on what else is being served.
+Requests wait in a bounded queue (``max_queue``; a full queue is refused with 429). Two ways to
+batch them (``batching``):
+
+- "continuous" (the default): the worker runs one ``BatchRun`` (``specvideo.text.batching``); a
+  request that arrives while it decodes joins it at the next round (prefilled on its own first,
+  through the prompt cache), up to ``max_batch`` rows, and a row leaves as soon as it finishes, is
+  cut by a stop sequence or its client goes away. Greedy and sampled rows mix, each with its own
+  temperature, top-k / top-p and seed, and each decodes the tokens it would decode alone.
+- "arrival": the worker takes the oldest request; a greedy one gathers the greedy requests that
+  arrived with it (within ``batch_window_s``, up to ``max_batch``) into one ragged batch that runs
+  to its end; a sampled request runs alone with its own seeded generator.
 
 Each request receives ``Piece`` events as its text grows (held back while it could still become a
-stop sequence, cut at the first one), then one ``Done`` (or ``Failed``). A request whose client went
-away is cancelled: its row stops being reported, and a batch whose rows are all cancelled or done
-stops generating.
+stop sequence, cut at the first one), then one ``Done`` (or ``Failed``): ``specvideo.serve.jobs``.
 
 ``state`` tells the truth about serving: "loading" until ``attach`` hands over the generator,
 "ready" while the worker thread runs, "failed" once loading failed or the worker died (every job it
 held or that waits is then answered 503). Refusals carry ``Retry-After``: the seconds the queue ahead
-should take, from the mean wall time of recent batches.
+should take, from the mean wall time of recent runs.
 """
 
 from __future__ import annotations
@@ -23,90 +27,15 @@ import math
 import queue
 import threading
 import time
-from dataclasses import dataclass, field
 
 import torch
 
 from specvideo.errors import first_line
-from specvideo.serve.protocol import APIError, Usage
+from specvideo.serve.jobs import Done, Failed, Job, JobRow, Piece
+from specvideo.serve.protocol import APIError
 
-
-@dataclass(frozen=True)
-class Piece:
-    text: str
-
-
-@dataclass(frozen=True)
-class Done:
-    finish_reason: str  # "stop" (end of turn or a stop sequence) or "length"
-    usage: Usage
-    speculative: dict
-    stop_word: str | None = None  # the stop sequence that ended it
-    timings: dict = field(default_factory=dict)  # prompt_ms (to the first token), predicted_ms, cached_tokens
-
-
-@dataclass(frozen=True)
-class Failed:
-    error: APIError
-
-
-@dataclass
-class Job:
-    prompt_ids: list[int]
-    max_tokens: int
-    temperature: float
-    top_p: float
-    seed: int | None = None
-    stops: list[str] = field(default_factory=list)
-    top_k: int | None = None
-    # llama.cpp's t_max_predict_ms: once a line is complete, stop after this long since the first token
-    max_predict_ms: float | None = None
-    cache_prompt: bool = True  # llama.cpp's cache_prompt: false neither reuses nor keeps its prompt
-    events: queue.Queue = field(default_factory=queue.Queue)
-    cancelled: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-
-class _Row:
-    """One job's progress inside a run: decoded text so far, what was sent, whether it ended."""
-
-    def __init__(self, job: Job, started: float, cached: int = 0):
-        self.job, self.sent, self.done = job, "", False
-        self.started, self.cached, self.first = started, cached, None
-
-    def update(self, text: str, final: bool, eos: bool, tokens: int, speculative: dict) -> None:
-        stops = self.job.stops
-        stop_at, word = min(((text.find(s), s) for s in stops if s in text), default=(None, None))
-        if stop_at is not None:
-            text, final, eos = text[:stop_at], True, True
-        self.first = self.first or (time.monotonic() if tokens else None)
-        if self._past_deadline(text):
-            final = True
-        hold = 0 if final else max((len(s) - 1 for s in stops), default=0)
-        visible = text[: max(len(self.sent), len(text) - hold)] if hold else text
-        if len(visible) > len(self.sent) and not self.job.cancelled.is_set():
-            self.job.events.put(Piece(visible[len(self.sent) :]))
-            self.sent = visible
-        if final:
-            self.done = True
-            usage = Usage(len(self.job.prompt_ids), tokens)
-            now = time.monotonic()
-            first = self.first or now
-            timings = {  # prompt: to the first token (prefill and first round); predicted: the rest
-                "prompt_ms": 1e3 * (first - self.started),
-                "predicted_ms": 1e3 * (now - first),
-                "cached_tokens": self.cached,
-            }
-            self.job.events.put(Done("stop" if eos else "length", usage, speculative, word, timings))
-
-    def _past_deadline(self, text: str) -> bool:
-        limit = self.job.max_predict_ms
-        return limit is not None and self.first is not None and "\n" in text and (
-            1e3 * (time.monotonic() - self.first) > limit
-        )
+__all__ = ["BATCHING", "Done", "Engine", "Failed", "Job", "Piece"]
+BATCHING = ("continuous", "arrival")
 
 
 class Engine:
@@ -119,16 +48,20 @@ class Engine:
         batch_window_s: float = 0.02,
         max_tokens: int | None = None,
         prompt_cache_bytes: int = 512 << 20,
+        batching: str = "continuous",
     ):
         """generator: a SpeculativeGenerator, or None while it loads (``attach`` it then).
         max_tokens: the most tokens one request may generate (a larger ask is cut to it).
         prompt_cache_bytes: the memory bound of the keys and values kept of recent prompts
-        (``specvideo.text.prompt_cache``; 0: none kept)."""
+        (``specvideo.text.prompt_cache``; 0: none kept).
+        batching: "continuous" or "arrival" (the module's docstring)."""
+        if batching not in BATCHING:
+            raise ValueError(f"batching must be one of {', '.join(BATCHING)}, got {batching!r}")
         if max_queue < 1 or max_batch < 1:
             raise ValueError(f"max_queue and max_batch must be >= 1, got {max_queue} and {max_batch}")
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        self.model_name, self.max_tokens = model_name, max_tokens
+        self.model_name, self.max_tokens, self.batching = model_name, max_tokens, batching
         self.prompt_cache_bytes = prompt_cache_bytes
         self.max_batch, self.batch_window_s = max_batch, batch_window_s
         self.queue: queue.Queue[Job] = queue.Queue(maxsize=max_queue)
@@ -144,8 +77,8 @@ class Engine:
         from specvideo.text.config import ONE_ROW_DRAFTERS
         from specvideo.text.prompt_cache import PromptCache
 
-        if getattr(generator, "drafter_name", None) in ONE_ROW_DRAFTERS:
-            self.max_batch = 1
+        if self.batching == "arrival" and getattr(generator, "drafter_name", None) in ONE_ROW_DRAFTERS:
+            self.max_batch = 1  # (a continuous batch drafts with the tree's chain instead)
         if self.prompt_cache_bytes and getattr(generator, "prompt_cache", False) is None:
             generator.prompt_cache = PromptCache(self.prompt_cache_bytes)
         self.generator = generator
@@ -200,6 +133,10 @@ class Engine:
             while True:
                 batch, later = [self.queue.get()], []
                 held = batch
+                if self.batching == "continuous":
+                    self._continuous(batch[0], held)
+                    held = []
+                    continue
                 if batch[0].greedy and self.max_batch > 1:
                     deadline = time.monotonic() + self.batch_window_s
                     while len(batch) < self.max_batch and (left := deadline - time.monotonic()) > 0:
@@ -226,6 +163,88 @@ class Engine:
                 held = [self.queue.get_nowait()]
             except queue.Empty:
                 return
+
+    def _continuous(self, first: Job, held: list[Job]) -> None:
+        """Serve ``first`` and every request that arrives while it runs, in one ``BatchRun``;
+        ``held`` collects the jobs taken off the queue (answered if the worker dies)."""
+        run = self._open(first)
+        if run is None:
+            return
+        start, widest = time.monotonic(), 1
+        try:
+            for _ in run.steps():
+                self._report_rows(run)
+                run.finish([b for b, row in run.rows() if row.done or row.job.cancelled.is_set()])
+                while run.size < self.max_batch:
+                    try:
+                        job = self.queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    held.append(job)
+                    self._join(run, job)
+                widest = max(widest, run.size)
+            self._report_rows(run, end=True)
+        except Exception as err:  # noqa: BLE001 - every row still running gets an answer
+            error = APIError(500, f"generation failed: {first_line(err)}", "server_error")
+            for _, row in run.rows():
+                row.job.events.put(Failed(error))
+        self.batches.append(widest)
+        self.batch_seconds = 0.8 * self.batch_seconds + 0.2 * (time.monotonic() - start)
+
+    def _open(self, job: Job):
+        """A BatchRun started with ``job`` (None: nothing to run; the job was answered)."""
+        from specvideo.text.batching import BatchRun
+
+        if job.cancelled.is_set():
+            return None
+        if job.max_tokens == 0:  # a warm-up: prefill into the prompt cache, nothing to generate
+            self._run([job])
+            return None
+        row = JobRow(job, time.monotonic())
+        try:
+            run = BatchRun(self.generator, _request(job), tag=row)
+        except Exception as err:  # noqa: BLE001
+            job.events.put(Failed(_failure(err)))
+            return None
+        row.cached = run.cached_tokens
+        return run
+
+    def _join(self, run, job: Job) -> None:
+        """``job`` joins the running batch before its next round."""
+        if job.cancelled.is_set():
+            return
+        if job.max_tokens == 0:
+            self._run([job])
+            return
+        row = JobRow(job, time.monotonic())
+        try:
+            run.admit(_request(job), tag=row)
+        except Exception as err:  # noqa: BLE001 - this request fails, the batch goes on
+            job.events.put(Failed(_failure(err)))
+            return
+        row.cached = run.last_cached
+
+    def _report_rows(self, run, end: bool = False) -> None:
+        """Send every running row's new text (``JobRow.update``)."""
+        v, stats = run.verifier, run.stats
+        speculative = {
+            "acceptance_rate": stats.acceptance_rate,
+            "tokens_per_target_call": stats.emitted / stats.target_calls if stats.target_calls else None,
+            "batch_size": run.size,
+        }
+        for b, row in enumerate(run.tags):
+            if row is None or row.done:
+                continue
+            tokens = v.outputs[b]
+            eos = bool(tokens) and tokens[-1] in v.stop_ids
+            final = end or not bool(v.active[b])
+            self._update(row, tokens, final, eos, speculative)
+
+    def _update(self, row: JobRow, tokens: list[int], final: bool, eos: bool, speculative: dict) -> None:
+        text = self.generator.tokenizer.decode(tokens, skip_special_tokens=True)
+        if not final:
+            text = text.rstrip("\ufffd")  # a multi-byte character still arriving
+        row.update(text, final, eos, len(tokens), speculative)
 
     def _run(self, jobs: list[Job]) -> None:
         if not jobs:
@@ -261,7 +280,7 @@ class Engine:
                 g.prompt_cache = cache
         if all(j.max_tokens == 0 for j in jobs) and g.prompt_cache is not None and first.cache_prompt:
             run.verifier.state.forward()  # a warm-up (n_predict 0): prefill, so the prompt is cached
-        rows = [_Row(j, start, run.cached_tokens) for j in jobs]
+        rows = [JobRow(j, start, run.cached_tokens) for j in jobs]
         stop_ids = run.verifier.stop_ids
         for _ in run.steps():
             self._report(rows, run, stop_ids)
@@ -281,7 +300,7 @@ class Engine:
             generator=None if first.greedy else seeded,
         )
 
-    def _report(self, rows: list[_Row], run, stop_ids, end: bool = False) -> None:
+    def _report(self, rows: list[JobRow], run, stop_ids, end: bool = False) -> None:
         stats = run.stats
         speculative = {
             "acceptance_rate": stats.acceptance_rate,
@@ -294,7 +313,26 @@ class Engine:
             tokens = run.verifier.outputs[b][: row.job.max_tokens]
             eos = bool(tokens) and tokens[-1] in stop_ids
             final = end or eos or len(tokens) >= row.job.max_tokens or not bool(run.verifier.active[b])
-            text = self.generator.tokenizer.decode(tokens, skip_special_tokens=True)
-            if not final:
-                text = text.rstrip("\ufffd")  # a multi-byte character still arriving
-            row.update(text, final, eos, len(tokens), speculative)
+            self._update(row, tokens, final, eos, speculative)
+
+
+def _request(job: Job):
+    """The BatchRun request of a job (a seed drawn from the clock when it names none)."""
+    from specvideo.text.batching import RowRequest
+    from specvideo.text.sampling import SamplingConfig
+
+    sampling = SamplingConfig(
+        job.temperature,
+        None if job.greedy else job.top_k,
+        None if job.greedy or job.top_p >= 1 else job.top_p,
+    )
+    seed = job.seed if job.seed is not None else int(time.time_ns() % 2**31)
+    return RowRequest(job.prompt_ids, job.max_tokens, sampling, seed, job.cache_prompt)
+
+
+def _failure(err: Exception) -> APIError:
+    if isinstance(err, APIError):
+        return err
+    if isinstance(err, ValueError):  # the request's own problem (a prompt past the context)
+        return APIError(400, first_line(err), "invalid_request_error")
+    return APIError(500, f"generation failed: {first_line(err)}", "server_error")

@@ -46,6 +46,9 @@ class ModelDrafter:
         self.calls = 0
         self.vocab_size = vocab_size
         self._own = getattr(model, "vocab_size", None) or model.config.vocab_size  # rows of the draft's head
+        # continuous batching (``specvideo.text.batching.RowSampler``): rows drawn with their own
+        # settings and the target's noise, so a drafted token is what the target would likely pick
+        self.row_sampler = None
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, self._feedable(input_ids), attention_mask)
@@ -77,7 +80,7 @@ class ModelDrafter:
         logits = self._fit(self.state.forward()[:, -1])  # (B, V)
         tokens, qs = [], []
         for i in range(k):
-            token, q = self._draw(logits, confidence=keep_drafting is not None)  # (B,), (B, V) or None
+            token, q = self._draw(logits, keep_drafting is not None, i)  # (B,), (B, V) or None
             tokens.append(token)
             qs.append(q)
             if i == k - 1 or (keep_drafting is not None and not keep_drafting(q.max(dim=-1).values)):
@@ -86,10 +89,12 @@ class ModelDrafter:
         self.calls += len(tokens)
         self._fed = width + len(tokens) - 1
         items = torch.stack(tokens, dim=1)  # (B, m)
-        q = None if self.sampling.greedy else torch.stack(qs, dim=1)  # (B, m, V)
+        q = None if self.sampling.greedy or qs[0] is None else torch.stack(qs, dim=1)  # (B, m, V)
         return Draft(items=items, lengths=torch.full((B,), items.shape[1], device=device), q=q)
 
-    def _draw(self, logits: torch.Tensor, confidence: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _draw(self, logits: torch.Tensor, confidence: bool, step: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if self.row_sampler is not None:  # each row's own settings, with the noise its target draws
+            return self.row_sampler.tokens(logits[:, None], step)[:, 0], torch.softmax(logits, -1) if confidence else None
         if self.sampling.greedy:
             return logits.argmax(dim=-1), torch.softmax(logits, dim=-1) if confidence else None
         q = to_probs(logits, self._warpers)  # (B, V)
@@ -116,6 +121,16 @@ class ModelDrafter:
 
     def retire(self, done: torch.Tensor) -> None:
         self.state.retire(done)
+
+    def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        """A prompt (1, T) joins the batch between rounds (continuous batching): prefilled on its
+        own up to its last token, which the next round feeds with the others' tokens."""
+        row = CausalLMState(self.model, self._feedable(input_ids), attention_mask)
+        row.prefill()
+        self.state.admit(row)
+
+    def compact(self, kept: list[int]) -> None:
+        self.state.compact()
 
     def catch_up(self, draft: Draft, verdict: Verdict) -> None:
         """After a round another drafter proposed: queue the tokens the target accepted and its
@@ -155,6 +170,14 @@ class HybridDrafter:
         self.model.retire(done)
         self.lookup.retire(done)
 
+    def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        self.model.admit(input_ids, attention_mask)
+        self.lookup.admit(input_ids, attention_mask)
+
+    def compact(self, kept: list[int]) -> None:
+        self.model.compact(kept)
+        self.lookup.compact(kept)
+
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         draft = self.lookup.propose(k, None)
         found = (draft.lengths > 0) | torch.tensor(self.lookup.done, device=draft.lengths.device)  # retired rows need none
@@ -193,6 +216,15 @@ class NGramDrafter:
 
     def retire(self, done: torch.Tensor) -> None:
         self.done = [a or bool(b) for a, b in zip(self.done, done.tolist())]
+
+    def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        self.history.append(input_ids[0][attention_mask[0].bool()].tolist())
+        self.done.append(False)
+
+    def compact(self, kept: list[int]) -> None:
+        """Keep rows ``kept`` (former numbers), renumbered from 0."""
+        self.history = [self.history[b] for b in kept]
+        self.done = [self.done[b] for b in kept]
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         proposals = [
@@ -243,3 +275,9 @@ class NullDrafter:
 
     def retire(self, done: torch.Tensor) -> None:
         pass
+
+    def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
+        self.batch_size += 1
+
+    def compact(self, kept: list[int]) -> None:
+        self.batch_size = len(kept)

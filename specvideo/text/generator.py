@@ -373,33 +373,35 @@ class SpeculativeGenerator:
         return stack
 
     def _make_drafter(
-        self, sampling: SamplingConfig, generator: torch.Generator | None, verifier=None, batch_size: int = 1
+        self, sampling: SamplingConfig, generator: torch.Generator | None, verifier=None, batch_size: int = 1,
+        name: str | None = None,
     ):
-        if self.drafter_name == "model":
+        """The drafter ``name`` (the generator's own by default) for a run."""
+        name = name or self.drafter_name
+        if name == "model":
             return ModelDrafter(self.draft, sampling, generator, self.target.config.vocab_size)
         runner = self._lean if self._lean is not None else self.draft
         V = self.target.config.vocab_size
-        if self.drafter_name == "lean":
+        if name == "lean":
             return ModelDrafter(runner, sampling, generator, V)
-        if self.drafter_name == "tree":
+        if name == "tree":
             return ModelTreeDrafter(ModelDrafter(runner, sampling, generator, V), self.tree_width)
-        if self.drafter_name == "hybrid":
+        if name == "hybrid":
             lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
             return HybridDrafter(ModelDrafter(runner, sampling, generator, V), lookup)
-        if self.drafter_name in HEAD_DRAFTERS:
+        if name in HEAD_DRAFTERS:
             if batch_size > 1:  # the head reads one row's features: a batch drafts by prompt lookup
                 return NGramDrafter(self.max_ngram)
-            return self._head_drafter(runner, verifier, sampling, generator)
-        if self.drafter_name == "ngram":
+            return self._head_drafter(runner, verifier, sampling, generator, name)
+        if name == "ngram":
             return NGramDrafter(self.max_ngram)
-        if self.drafter_name == "ngram-tree":
+        if name == "ngram-tree":
             return NGramTreeDrafter(self.max_ngram, branches=self.tree_branches, max_nodes=self.tree_nodes)
         return NullDrafter()
 
-    def _head_drafter(self, head: LeanLlama, verifier, sampling: SamplingConfig, generator):
+    def _head_drafter(self, head: LeanLlama, verifier, sampling: SamplingConfig, generator, name: str):
         """The head's chain or tree (reading ``verifier``'s features), behind prompt lookup for the
         hybrids."""
-        name = self.drafter_name
         if name.endswith("tree"):
             drafter = HeadTreeDrafter(head, verifier, sampling, generator, self.head_tree_width, self.tree_nodes)
         else:

@@ -77,6 +77,13 @@ class LeanCache:
         """Keep only these batch rows (finished rows leave the batch)."""
         self.kv = self.kv[:, :, rows]
 
+    def admit(self, other: LeanCache) -> None:
+        """Append ``other``'s batch rows; both keep their slots from slot 0 (the shorter side's
+        extra slots are holes the caller masks)."""
+        capacity = max(self.kv.shape[4], other.kv.shape[4])
+        self.kv = torch.cat([_pad_capacity(self.kv, capacity), _pad_capacity(other.kv, capacity)], dim=2)
+        self.length = max(self.length, other.length)
+
     def gather_slots(self, order: torch.Tensor) -> None:
         """Row b's slots become its slots ``order[b]`` (B, W): the holes squeezed out."""
         L, two, B, H, capacity, D = self.kv.shape
@@ -92,6 +99,11 @@ class LeanCache:
 
     def get_seq_length(self) -> int:
         return self.length
+
+
+def _pad_capacity(kv: torch.Tensor, capacity: int) -> torch.Tensor:
+    """(layers, 2, B, H, c, D) -> (layers, 2, B, H, capacity, D), zero slots after c."""
+    return F.pad(kv, (0, 0, 0, capacity - kv.shape[4]))
 
 
 class LeanLlama(nn.Module):

@@ -51,8 +51,9 @@ class PromptCache:
         return sum(e.nbytes for e in self.entries.values())
 
     def store(self, ids: list[int], state) -> None:
-        """Snapshot the first len(ids) slots of a batch-1 ``state`` just after its prefill."""
-        key = tuple(ids)
+        """Snapshot the prompt slots of a batch-1 ``state`` just after its prefill (all of ``ids``,
+        or all but the last when the state prefilled up to it, ``CausalLMState.prefill``)."""
+        key = tuple(ids[: state.length])
         entry = PrefixKV(key, state.snapshot(len(key)), None)
         if state.hidden is not None and state.hidden.shape[1] >= len(key):
             entry.hidden = state.hidden[:, : len(key)].clone()

@@ -26,13 +26,14 @@ import inspect
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache, PreTrainedModel
 
-from specvideo.core.tree import TokenTree, tree_attention_mask
 from specvideo.text.invariant import PREFILL_CHUNK
+from specvideo.text.state_tree import TreeForward
 
 
-class CausalLMState:
+class CausalLMState(TreeForward):
     """KV cache, validity mask, positions and not-yet-cached tokens of one model over a batch.
 
     input_ids:      (B, T) left-padded prompt tokens (they become the first pending block).
@@ -114,12 +115,8 @@ class CausalLMState:
             return torch.zeros(self.batch_size, num_logits, 1, device=self.device)
         if 0 < self._prefill < self.pending_width:  # the prompt but its last token, in calls of its own
             rest = self.pending_width - self._prefill
-            need, logits, hidden = max(0, num_logits - rest), [], []
-            while self._prefill:  # chunks end at multiples of PREFILL_CHUNK slots: a restored prefix
-                n = min(self._prefill, PREFILL_CHUNK - self.length % PREFILL_CHUNK)  # splits no chunk
-                self._prefill -= n
-                logits.append(self._feed(n, max(1, min(n, need))).logits)
-                hidden.append(self.hidden)
+            need = max(0, num_logits - rest)
+            logits, hidden = self._feed_chunks(need)
             out = self._feed(rest, num_logits)
             logits = torch.cat([*logits, out.logits], dim=1)[:, -num_logits:] if need else out.logits[:, -num_logits:]
             if self.keep_hidden:
@@ -133,6 +130,28 @@ class CausalLMState:
             return logits
         full = logits.new_zeros(self.batch_size, *logits.shape[1:])  # (B, num_logits, V)
         return full.index_copy_(0, self.live, logits)
+
+    def _feed_chunks(self, need: int = 0) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+        """Feed the ``_prefill`` tokens in calls that end at multiples of PREFILL_CHUNK slots (a
+        restored prefix splits no chunk); their logits (the last ``need`` kept) and hidden states."""
+        logits, hidden = [], []
+        while self._prefill:
+            n = min(self._prefill, PREFILL_CHUNK - self.length % PREFILL_CHUNK)
+            self._prefill -= n
+            logits.append(self._feed(n, max(1, min(n, need))).logits)
+            hidden.append(self.hidden)
+        return logits, hidden
+
+    @torch.inference_mode()
+    def prefill(self) -> None:
+        """Feed the pending prompt but its last token now (a row about to join a running batch,
+        ``admit``): in an invariant model's chunks, in one call otherwise."""
+        if self.batch_size != 1 or self.pending_width < 2:
+            return
+        if not self.invariant:
+            self._prefill = self.pending_width - 1
+        self._feed_chunks()
+        self._prefilled()
 
     def _feed(self, n: int, num_logits: int):
         """One model call over the first n pending tokens; the model's output."""
@@ -207,44 +226,6 @@ class CausalLMState:
             self._prefill = self.pending_width - 1
         self._hidden_prefix = hidden
 
-    @torch.inference_mode()
-    def forward_tree(self, tree: TokenTree) -> torch.Tensor:
-        """Feed the pending tokens (the last of them is the tree's root) then the tree's n nodes in
-        one forward: each node sees the cache, the pending tokens and its own ancestors, at position
-        root + depth. Returns logits (1, n + 1, V) after the root and after each node. Batch 1 with
-        no holes only: a ragged batch's rows would need a tree each (``keep_tree_path`` compacts)."""
-        if self.batch_size != 1 or not self.full or len(self.live) != 1:
-            raise ValueError("token trees are verified one sequence at a time (batch 1): use a chain for batches")
-        w, n = self.pending_width, tree.size
-        L = self.length
-        # (w + n, L + w + n): causal over the cache and the pending block, then the tree's own mask
-        mask = torch.ones(w + n, L + w + n, dtype=torch.bool, device=self.device)
-        mask[:w, L:] = torch.ones(w, w + n, dtype=torch.bool, device=self.device).tril()
-        mask[w:, L + w :] = tree_attention_mask(tree.parents).to(self.device)
-        positions = self.num_tokens[:, None] + torch.cat(
-            [torch.arange(w, device=self.device), w - 1 + tree.depths.to(self.device)]
-        )[None]  # (1, w + n)
-        tokens = torch.cat([self.pending, tree.tokens.to(self.device)[None]], dim=1)  # (1, w + n)
-        additive = torch.zeros(mask.shape, dtype=self.model.dtype, device=self.device).masked_fill(
-            ~mask, torch.finfo(self.model.dtype).min
-        )  # added to the attention scores: transformers' eager and SDPA paths and LeanLlama alike
-        out = self.model(
-            input_ids=tokens,
-            attention_mask=additive[None, None],
-            position_ids=positions.clamp(0, self.max_position),
-            use_cache=True,
-            **{self._kwargs.cache: self.cache},
-            **({"logits_to_keep": n + 1} if self._kwargs.logits_to_keep else {}),
-            **self._extra_inputs(),
-        )
-        self._keep_hidden(out)
-        self.mask = torch.ones(1, L + w + n, dtype=torch.bool, device=self.device)
-        self.num_tokens = self.num_tokens + w + n
-        self.pending, self.pending_valid = tokens[:, :0], self.pending_valid[:, :0]
-        self._tree_start = L + w  # the first tree slot
-        self._prefilled()
-        return out.logits[:, -(n + 1) :].float()  # (1, n + 1, V)
-
     def _extra_inputs(self) -> dict:
         """The pending features (taken off the queue) and the request for hidden states."""
         extra = {"output_hidden_states": True} if self.keep_hidden else {}
@@ -256,25 +237,42 @@ class CausalLMState:
         if self.keep_hidden:
             self.hidden = out.hidden_states[-1]  # (B', n, d) final-normed
 
-    @torch.inference_mode()
-    def keep_tree_path(self, path: list[int]) -> None:
-        """After ``forward_tree``: keep the cache up to the root and the slots of ``path`` (node
-        indices, root first), in that order; the other nodes' slots go. Keys carry their rotary
-        positions (root + depth), which are the positions the path's tokens have in sequence."""
-        start = self._tree_start
-        source = start + torch.tensor(path, dtype=torch.long, device=self.device)  # (m,) the path's slots
-        move = getattr(self.cache, "move_slots", None)
-        if move is not None:
-            move(source, start)
-        else:  # transformers' DynamicCache: keys, values (1, H, L, D); only the path's slots move
-            for layer in self.cache.layers:
-                layer.keys[:, :, start : start + len(path)] = layer.keys[:, :, source]
-                layer.values[:, :, start : start + len(path)] = layer.values[:, :, source]
-        width = start + len(path)
-        self.cache.crop(width - self.cache.get_seq_length())
-        self.round_start = min(self.round_start, width)
-        self.mask = torch.ones(1, width, dtype=torch.bool, device=self.device)
-        self.num_tokens = torch.full_like(self.num_tokens, width)
+    def admit(self, other: CausalLMState) -> None:
+        """Append ``other``'s rows (a fresh state of the same model after ``prefill``) to this batch
+        between rounds, numbered after the last row. Every row keeps its slots from slot 0 on; the
+        shorter side is padded with holes, the pending blocks with invalid columns on the left."""
+        if other.model is not self.model or other._prefill or self._prefill:
+            raise ValueError("a row joins a batch of the same model, after both have prefilled")
+        if other.pending_features is not None or self.pending_features is not None:
+            raise ValueError("rows with pending draft-head features cannot join a batch")
+        width = max(self.length, other.length)
+        join = getattr(self.cache, "admit", None)
+        if join is not None:  # LeanCache
+            join(other.cache)
+        else:  # transformers' DynamicCache: keys, values (B, H, L, D) per layer
+            theirs = list(other.cache.layers) if other.length else []  # none: a 1-token prompt, nothing fed yet
+            for i, mine in enumerate(self.cache.layers):
+                for name in ("keys", "values"):
+                    ours = getattr(mine, name)
+                    new = getattr(theirs[i], name) if theirs else ours.new_zeros(other.batch_size, *ours.shape[1:])
+                    setattr(mine, name, torch.cat([_pad_slots(ours, width), _pad_slots(new, width)]))
+        self.mask = torch.cat([F.pad(self.mask, (0, width - self.length)), F.pad(other.mask, (0, width - other.length))])
+        self.num_tokens = torch.cat([self.num_tokens, other.num_tokens])
+        pad = [max(self.pending_width, other.pending_width) - s.pending_width for s in (self, other)]
+        self.pending = torch.cat([F.pad(s.pending, (p, 0)) for s, p in zip((self, other), pad)])
+        self.pending_valid = torch.cat([F.pad(s.pending_valid, (p, 0)) for s, p in zip((self, other), pad)])
+        self.live = torch.cat([self.live, other.live + self.batch_size])
+        self.batch_size += other.batch_size
+        self.full = bool(self.mask.all()) and bool(self.pending_valid.all())
+        self.hidden = None
+
+    def compact(self) -> torch.Tensor:
+        """Number the rows still in the batch 0 .. B' - 1 (retired rows leave the callers' numbering
+        too); returns their former numbers (B',)."""
+        kept = self.live
+        self.batch_size = len(kept)
+        self.live = torch.arange(len(kept), device=self.device)
+        return kept
 
     def _live_rows(self, x: torch.Tensor) -> torch.Tensor:
         return x if x.shape[0] == len(self.live) else x[self.live]
@@ -342,6 +340,11 @@ class CausalLMState:
                 layer.keys = torch.gather(layer.keys, 2, index)
                 layer.values = torch.gather(layer.values, 2, index)
         self.round_start = min(self.round_start, order.shape[1])
+
+
+def _pad_slots(x: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, H, L, D) keys or values -> (B, H, width, D), zero slots after the last."""
+    return F.pad(x, (0, 0, 0, width - x.shape[2]))
 
 
 @dataclass(frozen=True)

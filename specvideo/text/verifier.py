@@ -51,6 +51,7 @@ class TargetVerifier:
         self.state = CausalLMState(self.model, input_ids, attention_mask)
         self.prompt_lengths = attention_mask.sum(dim=1).tolist()
         self.outputs: list[list[int]] = [[] for _ in self.prompt_lengths]
+        self.budgets = [self.max_new_tokens] * len(self.outputs)  # (B,) the most tokens each row emits
         self.active = torch.tensor([self.max_new_tokens > 0] * len(self.outputs))
 
     @property
@@ -65,7 +66,7 @@ class TargetVerifier:
     def max_draft_length(self) -> int:
         """Keep k + 1 tokens within the budget of the row furthest from done and within the context."""
         rows = [b for b, on in enumerate(self.active.tolist()) if on]
-        budget = max(self.max_new_tokens - len(self.outputs[b]) for b in rows) - 1
+        budget = max(self.budgets[b] - len(self.outputs[b]) for b in rows) - 1
         room = min(self.context_length - self.prompt_lengths[b] - len(self.outputs[b]) for b in rows)
         return max(0, min(budget, room))
 
@@ -79,6 +80,9 @@ class TargetVerifier:
             logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
         self.forward_seconds += time.perf_counter() - start  # on CPU: the forward's own time
         self.calls += 1
+        return self._evidence(logits)
+
+    def _evidence(self, logits: torch.Tensor) -> torch.Tensor:
         if self.sampling.greedy:
             return logits.argmax(dim=-1)  # (B, k+1)
         return to_probs(logits, self._warpers)  # (B, k+1, V)
@@ -97,11 +101,20 @@ class TargetVerifier:
             emitted.append(self._emit(b, new))
         self.state.rollback(self._width + verdict.num_accepted)
         self.state.push(verdict.next_item[:, None])
+        self._retire()
+        return emitted
+
+    def finish(self, rows: list[int]) -> None:
+        """End these rows now (a client went away, a stop string the caller matched): they leave
+        the target's cache and the followers' before the next round."""
+        self.active[rows] = False
+        self._retire()
+
+    def _retire(self) -> None:
         done = ~self.active
         if bool(done.any()):
             for state in (self.state, *self.followers):
                 state.retire(done)
-        return emitted
 
     def _commit_tree(self, draft: Draft, verdict: Verdict) -> list[list[int]]:
         """The accepted path and the next token; the cache keeps the path's slots only."""
@@ -121,7 +134,7 @@ class TargetVerifier:
 
     def _emit(self, b: int, new: list[int]) -> list[int]:
         """Append to row b up to its budget and through its first stop token; deactivate it when done."""
-        room = self.max_new_tokens - len(self.outputs[b])
+        room = self.budgets[b] - len(self.outputs[b])
         new = new[:room]
         stop_at = next((i for i, t in enumerate(new) if t in self.stop_ids), None)
         if stop_at is not None:
@@ -131,6 +144,6 @@ class TargetVerifier:
             stop_at = at if at is not None else stop_at
             new = new if at is None else new[: at + 1]
         self.outputs[b].extend(new)
-        if stop_at is not None or len(self.outputs[b]) >= self.max_new_tokens:
+        if stop_at is not None or len(self.outputs[b]) >= self.budgets[b]:
             self.active[b] = False
         return new

@@ -130,7 +130,8 @@ def test_a_dead_worker_answers_everyone_503_and_health_says_so():
     def die(*a, **k):
         raise SystemExit("boom")  # not an Exception: it kills the worker thread
 
-    gen.start = die
+    gen.start = die  # the arrival path's call; the continuous path's is _make_drafter
+    gen._make_drafter = die
     s = Server(gen, api_key=None, max_batch=1)
     try:
         with ThreadPoolExecutor(3) as pool:
@@ -145,7 +146,7 @@ def test_a_dead_worker_answers_everyone_503_and_health_says_so():
 
 def test_a_full_queue_says_when_to_retry():
     gen = tiny_pair(fim=False)
-    s = Server(gen, api_key=None, max_queue=1, max_batch=1)
+    s = Server(gen, api_key=None, max_queue=1, max_batch=1, batching="arrival")
     gate, original = threading.Event(), gen.start
     gen.start = lambda *a, **k: (gate.wait(10), original(*a, **k))[1]
     try:

@@ -212,7 +212,7 @@ def test_concurrent_streams_share_batches_and_match_alone(server):
 
 def test_a_full_queue_is_refused_with_429_and_nothing_is_lost():
     gen = tiny_pair(fim=False)
-    s = Server(gen, api_key=None, max_queue=1, max_batch=1)
+    s = Server(gen, api_key=None, max_queue=1, max_batch=1, batching="arrival")
     gate = threading.Event()
     original = gen.start
 
@@ -264,7 +264,7 @@ def test_raw_sse_format(server):
 
 def test_a_client_that_disconnects_stops_its_generation():
     gen = tiny_pair(fim=False)
-    s = Server(gen, api_key=None, max_batch=1)
+    s = Server(gen, api_key=None, max_batch=1, batching="arrival")
     steps = []
     original = gen.start
 
@@ -393,16 +393,18 @@ def test_bench_serve_reports_every_request(tmp_path, capsys):
             "--max-tokens",
             "4",
         ]
-        assert main([*argv, "--repeats", "1", "--report", str(report), "--json"]) == 0
+        assert main([*argv, "--repeats", "2", "--flood", "9", "--report", str(report), "--json"]) == 0
         waves = json.loads(capsys.readouterr().out)
+        assert main([*argv, "--repeats", "1", "--label", "continuous", "--report", str(report)]) == 0
     finally:
         s.stop()
-    assert [w["concurrency"] for w in waves] == [1, 4]
-    for w in waves:
-        assert (
-            w["answered"] + w["refused"] + w["failed"] == w["requests"] == w["concurrency"]
-            and w["failed"] == 0
-        )
-    assert waves[0]["answered"] == 1 and waves[0]["ttft_s_median"] > 0 and waves[0]["tokens_per_s"] > 0
+    assert [w["concurrency"] for w in waves] == [1, 4, 9]
+    for w, sent in zip(waves, (2, 8, 9)):  # every request answered or refused with 429, none lost
+        assert w["answered"] + w["refused"] == w["requests"] == sent and w["failed"] == 0
+    assert waves[2]["refused"] > 0  # a flood past a queue of 2
+    assert waves[0]["answered"] == 2 and waves[0]["ttft_s_median"] > 0 and waves[0]["tokens_per_s"] > 0
+    done, same = map(int, waves[1]["equal_to_alone"].split("/"))
+    assert done > 0 and same == done  # greedy answers under load equal the one-client answers
     text = report.read_text()
-    assert "## Serving load" in text and "| 4 |" in text and "specvideo bench serve --url" in text
+    assert "## Serving load\n" in text and "## Serving load: continuous" in text
+    assert "| 4 |" in text and "| flood of 9 at once |" in text and "specvideo bench serve --url" in text

@@ -1,0 +1,262 @@
+"""Continuous batching: requests join a running speculative batch between rounds and leave it when
+they finish, each with its own length budget, sampling settings and seed.
+
+A joining prompt is prefilled on its own (through the prompt cache when one is set) up to its last
+token, then its cache rows are appended to the batch's (``CausalLMState.admit``); the next round
+feeds that last token with the drafted tokens of every row. Finished rows leave the caches at once
+and the row numbering at the next admission (``compact``).
+
+Sampled rows draw their tokens with the Gumbel-max trick (``RowSampler``): the token at output
+position t is ``argmax(log p_t + g_t)`` with Gumbel noise ``g_t`` drawn from the row's seed and t
+alone, an exact sample of p_t. The noise depends on neither the draft nor the round nor the batch,
+so a row decodes the same tokens alone or beside any others, and the verdict is a greedy match of
+the draft against those tokens. A model drafter draws with the same noise (coupled drafting), so
+its tokens are the ones the target is likely to pick.
+
+The head drafters read one row's target features: a run that starts alone keeps the head, and when
+a second request joins, the batch drafts by prompt lookup from then on (``_lookup_drafter``).
+Tree drafters verify one row: the run uses their chain (``CHAIN_OF``). Both are decided here, for
+every caller (the serving engine among them).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specvideo.core.schedule import make_schedule
+from specvideo.core.types import SpecStats, Step
+from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter
+from specvideo.text.generation import Run, accept_rule, check_context
+from specvideo.text.prompts import encode_prompt
+from specvideo.text.sampling import SamplingConfig, to_probs
+from specvideo.text.state import CausalLMState, context_length
+from specvideo.text.verifier import TargetVerifier
+
+CHAIN_OF = {"tree": "lean", "ngram-tree": "ngram", "head-tree": "head", "head-hybrid-tree": "head-hybrid"}
+
+
+@dataclass(frozen=True)
+class RowRequest:
+    """One request of a continuous batch: prompt token ids and its own settings."""
+
+    prompt_ids: list[int]
+    max_new_tokens: int
+    sampling: SamplingConfig = SamplingConfig()
+    seed: int = 0  # the noise a sampled row draws (ignored when greedy)
+    cache_prompt: bool = True  # reuse and keep its prefix in the generator's prompt cache
+
+
+@functools.lru_cache(maxsize=64)
+def gumbel_noise(seed: int, position: int, vocab_size: int) -> torch.Tensor:
+    """(V,) Gumbel(0, 1) noise of output position ``position`` of a row seeded ``seed``."""
+    generator = torch.Generator().manual_seed((seed * 0x9E3779B97F4A7C15 + position) % (1 << 63))
+    u = torch.rand(vocab_size, generator=generator).clamp_min(torch.finfo(torch.float32).tiny)
+    return -torch.log(-torch.log(u))
+
+
+class RowSampler:
+    """Each row's sampling settings and seed. ``tokens(logits, step)`` picks, per row, the token at
+    every position: argmax for a greedy row, ``argmax(log p + g)`` (``gumbel_noise``) for a sampled
+    one; position j of a row's block is its output position ``offsets[b] + step + j``."""
+
+    def __init__(self):
+        self.configs: list[SamplingConfig] = []
+        self.seeds: list[int] = []
+        self.offsets: list[int] = []  # tokens each row has emitted (the verifier keeps it current)
+        self._warpers: list = []
+
+    def admit(self, sampling: SamplingConfig, seed: int) -> None:
+        self.configs.append(sampling)
+        self.seeds.append(int(seed))
+        self.offsets.append(0)
+        self._warpers.append(sampling.warpers())
+
+    def compact(self, kept: list[int]) -> None:
+        for name in ("configs", "seeds", "offsets", "_warpers"):
+            setattr(self, name, [getattr(self, name)[b] for b in kept])
+
+    def tokens(self, logits: torch.Tensor, step: int = 0) -> torch.Tensor:
+        """logits (B, n, V) -> token ids (B, n)."""
+        out = logits.argmax(dim=-1)  # (B, n)
+        n, V = logits.shape[1], logits.shape[2]
+        for b, config in enumerate(self.configs):
+            if config.greedy or not bool(logits[b].any()):  # greedy, or a retired row's zeros
+                continue
+            log_p = to_probs(logits[b], self._warpers[b]).log()  # (n, V), -inf outside top-k / top-p
+            first = self.offsets[b] + step
+            noise = torch.stack([gumbel_noise(self.seeds[b], first + j, V) for j in range(n)]).to(log_p.device)
+            out[b] = (log_p + noise).argmax(dim=-1)
+        return out
+
+
+class RowVerifier(TargetVerifier):
+    """The target verifier of a continuous batch: per-row budgets and sampling, rows admitted
+    between rounds. Its evidence is always token ids (B, k+1), checked by greedy match."""
+
+    def __init__(self, model, sampler: RowSampler, max_new_tokens: int, stop_ids: frozenset[int]):
+        super().__init__(model, SamplingConfig(), max_new_tokens, stop_ids)
+        self.sampler = sampler
+
+    def _evidence(self, logits: torch.Tensor) -> torch.Tensor:
+        self.sampler.offsets = [len(o) for o in self.outputs]
+        return self.sampler.tokens(logits)  # (B, k+1)
+
+    def admit(self, row: CausalLMState, request: RowRequest) -> None:
+        """Append a prefilled batch-1 state (``CausalLMState.prefill``) as the last row."""
+        self.state.admit(row)
+        self.prompt_lengths.append(len(request.prompt_ids))
+        self.outputs.append([])
+        self.budgets.append(request.max_new_tokens)
+        self.active = torch.cat([self.active, torch.tensor([request.max_new_tokens > 0])])
+        self.sampler.admit(request.sampling, request.seed)
+
+    def compact(self) -> list[int]:
+        """Drop the finished rows from the numbering; returns the kept rows' former numbers."""
+        kept = self.state.compact().tolist()
+        self.prompt_lengths = [self.prompt_lengths[b] for b in kept]
+        self.outputs = [self.outputs[b] for b in kept]
+        self.budgets = [self.budgets[b] for b in kept]
+        self.active = self.active[kept]
+        self.sampler.compact(kept)
+        for follower in self.followers:
+            follower.compact(kept)
+        return kept
+
+
+class BatchRun:
+    """A speculative run whose rows come and go: ``admit`` a request between rounds (iterating
+    ``steps()``), ``finish`` rows a caller ends, ``tags`` keeps each row's caller object.
+
+    generator: a ``SpeculativeGenerator`` (its target, drafter, schedule and prompt cache)."""
+
+    def __init__(self, generator, first: RowRequest, tag: Any = None):
+        g = self.g = generator
+        self.sampler = RowSampler()
+        self.name = CHAIN_OF.get(g.drafter_name, g.drafter_name)
+        self.prompts: list[list[int]] = []
+        self.tags: list[Any] = []
+        encoded = self._encode(first)
+        runner = g._lean_target if g._lean_target is not None else g.target
+        self.verifier = RowVerifier(runner, self.sampler, first.max_new_tokens, g._eos_ids())
+        seeded = torch.Generator().manual_seed(first.seed)
+        drafter = g._make_drafter(first.sampling, seeded, self.verifier, 1, name=self.name)
+        with g._packed():
+            for part in (self.verifier, drafter):
+                part.start(encoded.input_ids, encoded.attention_mask)
+        self.verifier.followers.append(drafter)
+        self.drafter = drafter
+        self.cached_tokens = self._prompt_cache(first, encoded, self.verifier.state)
+        self._couple(drafter)
+        self.sampler.admit(first.sampling, first.seed)
+        self.prompts.append(first.prompt_ids)
+        self.tags.append(tag)
+        kwargs = {"threshold": g.confidence_threshold} if g.schedule_name == "confidence" else {}
+        self.run = Run(
+            drafter=self,  # rounds ask this run, whose drafter may change when a row joins
+            verifier=self.verifier,
+            accept=accept_rule(SamplingConfig(), None),
+            schedule=make_schedule(g.schedule_name, g.num_draft_tokens, **kwargs),
+            stats=SpecStats(),
+            prompt=encoded,
+            packing=g._packed,
+            cached_tokens=self.cached_tokens,
+        )
+
+    @property
+    def stats(self) -> SpecStats:
+        return self.run.stats
+
+    @property
+    def calls(self) -> int:
+        return self.drafter.calls
+
+    def propose(self, k: int, keep_drafting):
+        return self.drafter.propose(k, keep_drafting)
+
+    def commit(self, draft, verdict) -> None:
+        self.drafter.commit(draft, verdict)
+
+    @property
+    def size(self) -> int:
+        """Rows still generating."""
+        return int(self.verifier.active.sum())
+
+    def steps(self) -> Iterator[Step]:
+        """Rounds until every row has finished (rows admitted meanwhile included)."""
+        return self.run.steps()
+
+    def rows(self) -> list[tuple[int, Any]]:
+        """(row, tag) of every row still generating."""
+        return [(b, self.tags[b]) for b, on in enumerate(self.verifier.active.tolist()) if on]
+
+    def finish(self, rows: list[int]) -> None:
+        if rows:
+            self.verifier.finish(rows)
+
+    def admit(self, request: RowRequest, tag: Any = None) -> int:
+        """Join ``request`` to the batch before the next round; returns its row. Prefills it now
+        (the batch waits that long); the prompt-cache tokens it reused are in ``last_cached``."""
+        encoded = self._encode(request)
+        if not self._can_admit(self.drafter):
+            self._swap(self._lookup_drafter())
+        kept = self.verifier.compact()
+        self.prompts = [self.prompts[b] for b in kept]
+        self.tags = [self.tags[b] for b in kept]
+        g = self.g
+        row = CausalLMState(self.verifier.model, encoded.input_ids, encoded.attention_mask)
+        with g._packed():
+            self.last_cached = self._prompt_cache(request, encoded, row)
+            row.prefill()
+            self.verifier.admit(row, request)
+            self.drafter.admit(encoded.input_ids, encoded.attention_mask)
+        self.prompts.append(request.prompt_ids)
+        self.tags.append(tag)
+        return len(self.tags) - 1
+
+    def _encode(self, request: RowRequest):
+        g = self.g
+        if not isinstance(request.max_new_tokens, int) or request.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be an integer >= 1, got {request.max_new_tokens!r}")
+        encoded = encode_prompt(request.prompt_ids, None, g.target.config.vocab_size, g.device)
+        check_context(encoded.max_length, request.max_new_tokens, context_length(g.target))
+        if g.draft is not None and self.name not in ("ngram", "none"):
+            check_context(encoded.max_length, request.max_new_tokens, context_length(g.draft), "draft")
+        return encoded
+
+    def _prompt_cache(self, request: RowRequest, encoded, state: CausalLMState) -> int:
+        g = self.g
+        if not request.cache_prompt or g.prompt_cache is None:
+            return 0
+        return g._use_prompt_cache(encoded, state)
+
+    def _couple(self, drafter) -> None:
+        """A model drafter draws sampled rows with the target's noise."""
+        model = drafter.model if isinstance(drafter, HybridDrafter) else drafter
+        if isinstance(model, ModelDrafter):
+            model.row_sampler = self.sampler
+
+    @staticmethod
+    def _can_admit(drafter) -> bool:
+        return hasattr(drafter, "admit") and (
+            not isinstance(drafter, HybridDrafter) or hasattr(drafter.model, "admit")
+        )
+
+    def _lookup_drafter(self) -> NGramDrafter:
+        """Prompt lookup over every row's prompt and output so far (the head drafters' batch)."""
+        lookup = NGramDrafter(self.g.max_ngram)
+        v = self.verifier
+        lookup.device = v.state.device
+        lookup.history = [p + o for p, o in zip(self.prompts, v.outputs)]
+        lookup.done = [not on for on in v.active.tolist()]
+        return lookup
+
+    def _swap(self, drafter) -> None:
+        self.verifier.followers = [drafter]
+        self.verifier.state.keep_hidden, self.verifier.state.hidden = False, None
+        self.drafter = drafter
+        self.name = "ngram"

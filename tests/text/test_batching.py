@@ -1,0 +1,179 @@
+"""Continuous batching (``specvideo.text.batching``): rows join a running batch between rounds and
+leave when they finish, and every row decodes exactly what it decodes alone, greedy or sampled."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specvideo.text import SpeculativeGenerator
+from specvideo.text.batching import BatchRun, RowRequest, RowSampler, gumbel_noise
+from specvideo.text.lean import LeanLlama
+from specvideo.text.prompt_cache import PromptCache
+from specvideo.text.sampling import SamplingConfig, to_probs
+from specvideo.text.state import CausalLMState
+from tests.helpers import perturbed_copy, random_prompts, tiny_llama
+from tests.text.test_head import exact_head, target_greedy
+
+VOCAB = 64
+HOT = SamplingConfig(0.9, top_p=0.95)
+
+
+def generator(drafter: str, lean_target: bool = False) -> SpeculativeGenerator:
+    target = tiny_llama(VOCAB, seed=0, logit_scale=4.0)
+    draft = None if drafter in ("ngram", "none") else perturbed_copy(target, noise=0.3)
+    return SpeculativeGenerator(
+        target, draft=draft, drafter=drafter, num_draft_tokens=3, schedule="constant", lean_target=lean_target
+    )
+
+
+def requests() -> list[RowRequest]:
+    prompts = random_prompts(4, VOCAB, seed=3, min_len=4, max_len=12)
+    prompts[1] = prompts[1] + prompts[1][:5]  # a repeat: prompt lookup finds something
+    return [
+        RowRequest(prompts[0], 14),
+        RowRequest(prompts[1], 9, HOT, seed=7),
+        RowRequest(prompts[2], 17),
+        RowRequest(prompts[3], 11, SamplingConfig(1.3, top_k=20), seed=8),
+    ]
+
+
+def decode(gen, first: RowRequest, joining: list[tuple[int, RowRequest]] = ()) -> dict:
+    """Run ``first``; each (round, request) of ``joining`` is admitted after that round. Returns
+    every request's tokens by its index (0: first)."""
+    run, out, joining, joined = BatchRun(gen, first, tag=0), {}, list(joining), 0
+    for r, _ in enumerate(run.steps()):
+        out.update({tag: list(run.verifier.outputs[b]) for b, tag in enumerate(run.tags)})
+        while joining and joining[0][0] == r:
+            joined += 1
+            run.admit(joining.pop(0)[1], tag=joined)
+    assert not joining, "the run ended before every request joined"
+    out.update({tag: list(run.verifier.outputs[b]) for b, tag in enumerate(run.tags)})
+    return out
+
+
+@pytest.mark.parametrize(
+    "drafter,lean", [("model", False), ("lean", True), ("hybrid", True), ("ngram", False), ("none", True)]
+)
+def test_rows_that_join_a_running_batch_decode_what_they_decode_alone(drafter, lean):
+    gen = generator(drafter, lean)
+    reqs = requests()
+    alone = [decode(gen, r)[0] for r in reqs]
+    # the second joins after the first round, the third and fourth after the second: rows of
+    # different lengths, greedy and sampled, finishing at different rounds
+    together = decode(gen, reqs[0], [(0, reqs[1]), (1, reqs[2]), (1, reqs[3])])
+    assert [together[i] for i in range(4)] == alone
+    assert all(0 < len(t) <= r.max_new_tokens for t, r in zip(alone, reqs))
+    prompt = reqs[0].prompt_ids
+    assert alone[0] == target_greedy(gen.target, prompt, 14)  # greedy rows are the target's greedy
+
+
+def test_a_sampled_row_depends_on_its_seed_only():
+    gen = generator("lean", lean_target=True)
+    r = requests()[1]
+    same = [decode(gen, RowRequest(r.prompt_ids, 9, HOT, seed=7))[0] for _ in range(2)]
+    other = decode(gen, RowRequest(r.prompt_ids, 9, HOT, seed=99))[0]
+    assert same[0] == same[1] and other != same[0]
+    # the same noise without any draft (target-only decoding) gives the same tokens
+    assert decode(generator("none", lean_target=True), RowRequest(r.prompt_ids, 9, HOT, seed=7))[0] == same[0]
+
+
+def test_the_row_sampler_draws_from_the_warped_distribution():
+    torch.manual_seed(0)
+    logits = torch.randn(1, 1, 12) * 2
+    sampling = SamplingConfig(0.8, top_k=6)
+    p = to_probs(logits[0, 0], sampling.warpers())
+    counts = torch.zeros(12)
+    sampler = RowSampler()
+    sampler.admit(sampling, 0)
+    for seed in range(3000):
+        sampler.seeds[0] = seed
+        counts[int(sampler.tokens(logits)[0, 0])] += 1
+    assert float((counts / 3000 - p).abs().max()) < 0.03  # ~3 standard errors at p = 0.5
+    assert bool((counts[p == 0] == 0).all())  # nothing outside the top-k
+    assert torch.equal(gumbel_noise(5, 3, 12), gumbel_noise(5, 3, 12))
+
+
+def test_a_joining_row_reuses_the_prompt_cache_and_decodes_the_same():
+    gen = generator("lean", lean_target=True)
+    gen.prompt_cache = PromptCache(1 << 20)
+    reqs = requests()
+    prefix = reqs[2].prompt_ids
+    cold = decode(gen, reqs[0], [(0, reqs[2])])[1]
+    edited = RowRequest(prefix[:-2] + [(prefix[-2] + 1) % VOCAB, prefix[-1]], 17)  # one token edited
+    run = BatchRun(gen, reqs[0], tag=0)
+    for r, _ in enumerate(run.steps()):
+        if r == 0:
+            run.admit(RowRequest(prefix, 17), tag=1)
+            assert run.last_cached == len(prefix) - 1  # stored by the cold run above
+            run.admit(edited, tag=2)
+            assert run.last_cached == len(prefix) - 2
+        if r == 1:
+            warm = list(run.verifier.outputs[run.tags.index(1)])
+    assert warm == cold[:len(warm)] and len(warm) > 0
+
+
+def test_a_head_run_drafts_by_lookup_once_a_second_row_joins():
+    target = tiny_llama(VOCAB, seed=4, layers=1)
+    gen = SpeculativeGenerator(target, draft=exact_head(target), drafter="head-hybrid", num_draft_tokens=3)
+    prompts = random_prompts(2, VOCAB, seed=5, min_len=6, max_len=8)
+    first, second = RowRequest(prompts[0], 20), RowRequest(prompts[1], 12)
+    run = BatchRun(gen, first, tag=0)
+    kinds = []
+    for r, _ in enumerate(run.steps()):
+        kinds.append(type(run.drafter).__name__)
+        if r == 1:
+            run.admit(second, tag=1)
+    assert kinds[0] == "HybridDrafter" and kinds[-1] == "NGramDrafter"
+    out = {tag: run.verifier.outputs[b] for b, tag in enumerate(run.tags)}
+    assert out[0] == target_greedy(target, prompts[0], 20)
+    assert out[1] == target_greedy(target, prompts[1], 12)
+
+
+def test_finish_frees_a_row_before_the_next_round():
+    gen = generator("ngram")
+    reqs = requests()
+    run = BatchRun(gen, RowRequest(reqs[0].prompt_ids, 40), tag=0)
+    for r, _ in enumerate(run.steps()):
+        if r == 0:
+            run.admit(RowRequest(reqs[2].prompt_ids, 40), tag=1)
+        if r == 1:
+            run.finish([0])
+            assert run.size == 1 and len(run.verifier.state.live) == 1  # its cache rows are gone
+    assert len(run.verifier.outputs[run.tags.index(1)]) == 40
+
+
+def test_admitted_state_rows_compute_what_they_compute_alone():
+    for lean in (False, True):
+        model = tiny_llama(VOCAB, seed=1)
+        runner = LeanLlama(model) if lean else model
+        a, b = [5, 6, 7, 8, 9, 10], [11, 12, 13]
+        batch = CausalLMState(runner, torch.tensor([a[:-1]]), torch.ones(1, 5, dtype=torch.long))
+        batch.forward()
+        row = CausalLMState(runner, torch.tensor([b]), torch.ones(1, 3, dtype=torch.long))
+        row.prefill()  # all but the last prompt token
+        batch.admit(row)
+        logits = batch.forward(torch.tensor([[a[-1], 20], [21, 22]]), num_logits=2)  # (2, 2, V)
+        with torch.inference_mode():
+            for got, tokens in ((logits[0], a + [20]), (logits[1], b + [21, 22])):
+                alone = model(torch.tensor([tokens])).logits[0, -2:]
+                torch.testing.assert_close(got, alone, atol=1e-4, rtol=1e-4)
+
+
+def test_a_request_past_the_context_is_refused_and_the_batch_goes_on():
+    gen = generator("ngram")
+    reqs = requests()
+    run = BatchRun(gen, reqs[0], tag=0)
+    for r, _ in enumerate(run.steps()):
+        if r == 0:
+            with pytest.raises(ValueError, match="context length"):
+                run.admit(RowRequest(reqs[2].prompt_ids, 10_000), tag=1)
+    assert run.verifier.outputs[0] == target_greedy(gen.target, reqs[0].prompt_ids, 14)
+
+
+@pytest.mark.parametrize("drafter,lean", [("model", False), ("lean", True)])
+def test_a_one_token_prompt_joins_with_nothing_prefilled(drafter, lean):
+    gen = generator(drafter, lean)
+    reqs = requests()
+    short = RowRequest([7], 10)
+    assert decode(gen, reqs[0], [(0, short)])[1] == decode(gen, short)[0]
