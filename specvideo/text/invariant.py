@@ -8,7 +8,9 @@ from four 1-token steps' by up to 1.0 (transformers and LeanLlama alike), enough
 near ties. Here every decode-time call has one canonical shape:
 
 - linear layers run on tiles of exactly ``ROW_TILE`` rows (zero-padded): every row of every call
-  goes through the same kernel;
+  goes through the same kernel; where a probe finds that calls of 8 .. ``WIDE_TILE`` rows give each
+  row the bits of a ``ROW_TILE``-row call (``wide_tile``; true of bf16 on an Intel CPU with AMX
+  tiles), up to ``WIDE_TILE`` rows go in one call, zero-padded to a multiple of ``ROW_TILE``;
 - attention runs ``ROW_TILE`` query rows at a time over the key slots up to the next multiple of
   ``KEY_TILE`` past each query (slots beyond the query masked; the cache is zero-initialised so a
   masked slot is finite): a query's call has the same shape whether it is alone or in a block. The
@@ -29,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 ROW_TILE = 4  # rows of every decode-time linear and attention call
+WIDE_TILE = 32  # rows of a decode-time linear call where the weight's kernel allows (wide_tile)
 KEY_TILE = 64  # attention calls see key slots up to a multiple of this
 MAX_TILED_ROWS = 64  # a block of more rows is a prefill: one call
 PREFILL_CHUNK = 128  # a prefill goes in calls that end at multiples of this many slots
@@ -39,18 +42,45 @@ def key_width(end: int) -> int:
     return -(-end // KEY_TILE) * KEY_TILE
 
 
-def tiled_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """x (..., d_in) @ weight (d_out, d_in)^T in calls of exactly ROW_TILE rows."""
+def tiled_linear(x: torch.Tensor, weight: torch.Tensor, tile: int = ROW_TILE) -> torch.Tensor:
+    """x (..., d_in) @ weight (d_out, d_in)^T in calls of a multiple of ROW_TILE rows, ``tile`` at
+    most (``wide_tile``: more than ROW_TILE only where the weight's products give every row the
+    bits of a ROW_TILE-row call)."""
     if x.dim() > 1 and x.shape[-2] > MAX_TILED_ROWS:  # a prefill's tokens
         return F.linear(x, weight)
     rows = x.reshape(-1, x.shape[-1])  # (M, d_in)
     M = rows.shape[0]
     padded = F.pad(rows, (0, 0, 0, -M % ROW_TILE))  # (M', d_in), M' a multiple of ROW_TILE
-    if M <= ROW_TILE:
+    if padded.shape[0] <= tile:
         out = F.linear(padded, weight)[:M]  # (M, d_out)
     else:
-        out = torch.cat([F.linear(tile, weight) for tile in padded.split(ROW_TILE)])[:M]  # (M, d_out)
+        out = torch.cat([F.linear(part, weight) for part in padded.split(tile)])[:M]  # (M, d_out)
     return out.reshape(*x.shape[:-1], weight.shape[0])
+
+
+_WIDE: dict[tuple, bool] = {}  # (shape, dtype, device) -> calls up to WIDE_TILE rows keep the bits
+
+
+def _probe(weight: torch.Tensor, rows: int) -> bool:
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, weight.shape[1], generator=generator).to(dtype=weight.dtype, device=weight.device)
+    reference = F.linear(x[:ROW_TILE], weight)  # (ROW_TILE, d_out)
+    return all(
+        torch.equal(F.linear(x[:m], weight)[:ROW_TILE], reference) for m in range(2 * ROW_TILE, rows + 1, ROW_TILE)
+    )
+
+
+def wide_tile(weight: torch.Tensor) -> int:
+    """The widest call (rows) a product with this weight may take: WIDE_TILE where calls of 8, 12
+    .. WIDE_TILE rows gave the first ROW_TILE rows the very bits of a ROW_TILE-row call (probed
+    once per shape, dtype and device on random rows: the kernel's choice, not the data's),
+    else ROW_TILE. A wide call lets a batch of rows, or a longer draft, share one pass over the
+    weight (on an AMX CPU a 16-row bf16 product costs about what a 4-row one does)."""
+    key = (tuple(weight.shape), weight.dtype, str(weight.device))
+    if key not in _WIDE:
+        with torch.inference_mode():
+            _WIDE[key] = _probe(weight, WIDE_TILE)
+    return WIDE_TILE if _WIDE[key] else ROW_TILE
 
 
 @dataclass(frozen=True)

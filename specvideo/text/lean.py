@@ -40,6 +40,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from specvideo.text import invariant
+from specvideo.text.invariant import wide_tile
 from specvideo.text.precision import LEAN_MODEL_TYPES  # qwen2: Llama with q/k/v biases
 from specvideo.text.vocab import check_vocabulary
 
@@ -151,6 +152,8 @@ class LeanLlama(nn.Module):
             self.cos, self.sin = self._rope_tables(model)  # (T, D) each
             self._packed, self._bias = self._pack() if packed else ({}, {})
         self.invariant = invariant
+        # invariant: the rows one linear call may take per weight (``invariant.wide_tile``)
+        self._tiles = {id(w): wide_tile(w) for w in self._weights()} if invariant else {}
 
     def _weights(self) -> list[torch.Tensor]:
         """Every projection matrix, the output head first (biases excluded)."""
@@ -271,8 +274,8 @@ class LeanLlama(nn.Module):
 
     def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """x (..., d_in) @ weight^T through the weight's oneDNN pre-packed copy when ``packed``."""
-        if self.invariant:  # one kernel call shape for every decode position
-            return invariant.tiled_linear(x, weight)
+        if self.invariant:  # one kernel path for every decode position
+            return invariant.tiled_linear(x, weight, self._tiles[id(weight)])
         packed = self._packed.get(id(weight))
         if packed is None:
             return _linear(x, weight)

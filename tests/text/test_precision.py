@@ -117,3 +117,48 @@ def test_tree_drafters_are_refused_on_the_invariant_bf16_path(drafter):
     with pytest.raises(ValueError, match="float32"):
         SpeculativeGenerator(bf16, draft=None if draft is None else exact_head(bf16), drafter=drafter)
     assert not SpeculativeGenerator(target, draft=draft, drafter=drafter).invariant  # float32: allowed
+
+
+def test_wide_calls_are_used_only_where_the_probe_found_them_bit_identical(monkeypatch):
+    from specvideo.text import invariant
+
+    weight = torch.randn(48, 32).to(torch.bfloat16)
+    x = torch.randn(2, 7, 32).to(torch.bfloat16)  # 14 rows: one wide call or four tiles of 4
+    tiles = invariant.tiled_linear(x, weight, invariant.ROW_TILE)
+    if invariant.wide_tile(weight) == invariant.WIDE_TILE:
+        assert torch.equal(invariant.tiled_linear(x, weight, invariant.WIDE_TILE), tiles)
+    calls = []
+    monkeypatch.setattr(invariant.F, "linear", lambda a, w: calls.append(a.shape[0]) or a @ w.T)
+    invariant.tiled_linear(x, weight, invariant.WIDE_TILE)
+    invariant.tiled_linear(x, weight, invariant.ROW_TILE)
+    assert calls == [16, 4, 4, 4, 4]  # padded to a multiple of ROW_TILE, then one call or tiles
+    monkeypatch.setattr(invariant, "_WIDE", {})
+    monkeypatch.setattr(invariant, "_probe", lambda w, rows: False)  # a CPU whose kernels change with M
+    lean = LeanLlama(tiny_llama().to(torch.bfloat16), invariant=True)
+    assert set(lean._tiles.values()) == {invariant.ROW_TILE}
+
+
+def test_bf16_rows_of_a_continuous_batch_decode_what_they_decode_alone():
+    from specvideo.text.batching import BatchRun, RowRequest
+
+    target = tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16)
+    gen = SpeculativeGenerator(target, drafter="ngram", num_draft_tokens=3)
+    assert gen.invariant
+    prompts = random_prompts(3, 64, seed=8, min_len=5, max_len=70)
+    reqs = [RowRequest(p, n) for p, n in zip(prompts, (30, 12, 20))]
+
+    def decode(first, joining=()):
+        run, joining = BatchRun(gen, first, tag=0), list(joining)
+        out = {}
+        for r, _ in enumerate(run.steps()):
+            out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
+            if r == 1:
+                for i, req in joining:
+                    run.admit(req, tag=i)
+        out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
+        return out
+
+    alone = [decode(r)[0] for r in reqs]
+    together = decode(reqs[0], [(1, reqs[1]), (2, reqs[2])])
+    assert [together[i] for i in range(3)] == alone
+    assert alone == [own_greedy(gen, r.prompt_ids, len(a)) for r, a in zip(reqs, alone)]
