@@ -25,7 +25,9 @@ def add(kinds) -> None:
     b.add_argument(
         "--concurrency", type=ints, default=d.concurrency, help="comma-separated N (default 1,2,4,8)"
     )
-    b.add_argument("--max-tokens", type=int, default=d.max_tokens)
+    b.add_argument(
+        "--max-tokens", type=ints, default=d.max_tokens, help="tokens per request; several (16,32,64) are taken in turn"
+    )
     b.add_argument("--repeats", type=int, default=d.repeats, help="requests each client sends, one after another")
     b.add_argument("--flood", type=int, default=d.flood, help="then send this many at once, past the queue (0: none)")
     b.add_argument("--label", default=d.label, help="report section 'Serving load: LABEL' (the server's --batching, say)")
@@ -77,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.editor:
         return run_editor(args)
-    if not args.concurrency or min(args.concurrency) < 1 or args.max_tokens < 1 or args.repeats < 1:
+    if not args.concurrency or min(args.concurrency) < 1 or not args.max_tokens or min(args.max_tokens) < 1 or args.repeats < 1:
         raise ValueError("--concurrency values, --max-tokens and --repeats must be >= 1")
     if args.flood < 0:
         raise ValueError(f"--flood must be >= 0, got {args.flood}")
@@ -86,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         api_key=args.api_key,
         concurrency=tuple(args.concurrency),
-        max_tokens=args.max_tokens,
+        max_tokens=tuple(args.max_tokens),
         repeats=args.repeats,
         report=args.report,
         flood=args.flood,
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     )
     waves = run_benchmark(config)
     argv = ["specvideo", "bench", "serve", "--url", config.url, "--model", config.model]
-    argv += ["--concurrency", ",".join(map(str, config.concurrency)), "--max-tokens", str(config.max_tokens)]
+    argv += ["--concurrency", ",".join(map(str, config.concurrency)), "--max-tokens", ",".join(map(str, config.max_tokens))]
     argv += ["--repeats", str(config.repeats)] + (["--flood", str(config.flood)] if config.flood else [])
     argv += ["--label", config.label] if config.label else []
     if args.json:

@@ -182,6 +182,7 @@ class Engine:
                         break
                     held.append(job)
                     self._join(run, job)
+                    self._report_rows(run)  # a joining row's first token, from its prefill
                 widest = max(widest, run.size)
             self._report_rows(run, end=True)
         except Exception as err:  # noqa: BLE001 - every row still running gets an answer

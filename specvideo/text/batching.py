@@ -1,9 +1,10 @@
 """Continuous batching: requests join a running speculative batch between rounds and leave it when
 they finish, each with its own length budget, sampling settings and seed.
 
-A joining prompt is prefilled on its own (through the prompt cache when one is set) up to its last
-token, then its cache rows are appended to the batch's (``CausalLMState.admit``); the next round
-feeds that last token with the drafted tokens of every row. Finished rows leave the caches at once
+A joining prompt is prefilled on its own (through the prompt cache when one is set), its first token
+picked from the prefill's last logits, then its cache rows are appended to the batch's
+(``CausalLMState.admit``); the next round feeds that token with the drafted tokens of every row.
+Its time to first token is the wait for the running round plus its own prefill. Finished rows leave the caches at once
 and the row numbering at the next admission (``compact``).
 
 Sampled rows draw their tokens with the Gumbel-max trick (``RowSampler``): the token at output
@@ -83,15 +84,20 @@ class RowSampler:
     def tokens(self, logits: torch.Tensor, step: int = 0) -> torch.Tensor:
         """logits (B, n, V) -> token ids (B, n)."""
         out = logits.argmax(dim=-1)  # (B, n)
-        n, V = logits.shape[1], logits.shape[2]
         for b, config in enumerate(self.configs):
             if config.greedy or not bool(logits[b].any()):  # greedy, or a retired row's zeros
                 continue
-            log_p = to_probs(logits[b], self._warpers[b]).log()  # (n, V), -inf outside top-k / top-p
-            first = self.offsets[b] + step
-            noise = torch.stack([gumbel_noise(self.seeds[b], first + j, V) for j in range(n)]).to(log_p.device)
-            out[b] = (log_p + noise).argmax(dim=-1)
+            out[b] = self.row_tokens(logits[b], b, self.offsets[b] + step)
         return out
+
+    def row_tokens(self, logits: torch.Tensor, b: int, first: int) -> torch.Tensor:
+        """Row b's tokens (n,) at output positions first .. first + n - 1 from its logits (n, V)."""
+        if self.configs[b].greedy:
+            return logits.argmax(dim=-1)
+        n, V = logits.shape
+        log_p = to_probs(logits, self._warpers[b]).log()  # (n, V), -inf outside top-k / top-p
+        noise = torch.stack([gumbel_noise(self.seeds[b], first + j, V) for j in range(n)]).to(log_p.device)
+        return (log_p + noise).argmax(dim=-1)
 
 
 class RowVerifier(TargetVerifier):
@@ -106,14 +112,24 @@ class RowVerifier(TargetVerifier):
         self.sampler.offsets = [len(o) for o in self.outputs]
         return self.sampler.tokens(logits)  # (B, k+1)
 
-    def admit(self, row: CausalLMState, request: RowRequest) -> None:
-        """Append a prefilled batch-1 state (``CausalLMState.prefill``) as the last row."""
+    def first_token(self, row: CausalLMState, request: RowRequest) -> int:
+        """Admit the request's settings and pick its first token from ``row`` (prefilled up to its
+        last prompt token, which this feeds in a 1-token step)."""
+        self.sampler.admit(request.sampling, request.seed)
+        logits = row.forward(num_logits=1)[0]  # (1, V)
+        b = len(self.sampler.configs) - 1
+        return int(self.sampler.row_tokens(logits, b, 0)[0])
+
+    def admit(self, row: CausalLMState, request: RowRequest, first: int) -> None:
+        """Append a batch-1 state whose pending token is the request's ``first`` as the last row;
+        the row may end at once (an end-of-sequence first token, a budget of 1)."""
         self.state.admit(row)
         self.prompt_lengths.append(len(request.prompt_ids))
         self.outputs.append([])
         self.budgets.append(request.max_new_tokens)
-        self.active = torch.cat([self.active, torch.tensor([request.max_new_tokens > 0])])
-        self.sampler.admit(request.sampling, request.seed)
+        self.active = torch.cat([self.active, torch.tensor([True])])
+        self._emit(len(self.outputs) - 1, [first])
+        self._retire()
 
     def compact(self) -> list[int]:
         """Drop the finished rows from the numbering; returns the kept rows' former numbers."""
@@ -200,7 +216,8 @@ class BatchRun:
 
     def admit(self, request: RowRequest, tag: Any = None) -> int:
         """Join ``request`` to the batch before the next round; returns its row. Prefills it now
-        (the batch waits that long); the prompt-cache tokens it reused are in ``last_cached``."""
+        (the batch waits that long) and picks its first token from the prefill, so its text starts
+        before the next round; the prompt-cache tokens it reused are in ``last_cached``."""
         encoded = self._encode(request)
         if not self._can_admit(self.drafter):
             self._swap(self._lookup_drafter())
@@ -212,8 +229,11 @@ class BatchRun:
         with g._packed():
             self.last_cached = self._prompt_cache(request, encoded, row)
             row.prefill()
-            self.verifier.admit(row, request)
-            self.drafter.admit(encoded.input_ids, encoded.attention_mask)
+            first = self.verifier.first_token(row, request)  # its first token comes with its prefill
+            row.push(torch.tensor([[first]], device=row.device))
+            seen = torch.tensor([request.prompt_ids + [first]], device=row.device)
+            self.drafter.admit(seen, torch.ones_like(seen))
+            self.verifier.admit(row, request, first)
         self.prompts.append(request.prompt_ids)
         self.tags.append(tag)
         return len(self.tags) - 1

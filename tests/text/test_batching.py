@@ -177,3 +177,15 @@ def test_a_one_token_prompt_joins_with_nothing_prefilled(drafter, lean):
     reqs = requests()
     short = RowRequest([7], 10)
     assert decode(gen, reqs[0], [(0, short)])[1] == decode(gen, short)[0]
+
+
+def test_a_joining_row_has_its_first_token_before_the_next_round():
+    gen = generator("lean", lean_target=True)
+    reqs = requests()
+    alone = decode(gen, reqs[3])[0]
+    run = BatchRun(gen, reqs[0], tag=0)
+    for r, _ in enumerate(run.steps()):
+        if r == 0:
+            b = run.admit(reqs[3], tag=3)
+            assert run.verifier.outputs[b] == alone[:1]  # picked from its prefill's last logits
+            break
