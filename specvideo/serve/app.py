@@ -191,11 +191,16 @@ class _Trace:
         usage, extra = getattr(event, "usage", None), getattr(event, "speculative", None) or {}
         tokens = usage.completion_tokens if usage is not None else 0
         acceptance = extra.get("acceptance_rate")
+        timings = getattr(event, "timings", None) or {}
+        joined = (  # a row that joined a running batch: its own prefill and the batch's round then
+            f" prefill={timings['prefill_ms'] / 1e3:.3f}s round={timings['round_ms'] / 1e3:.3f}s"
+            if timings.get("round_ms") is not None else ""
+        )
         log.info(
-            "%s %s %s prompt=%d completion=%d ttft=%.3fs tok/s=%.1f acceptance=%s",
+            "%s %s %s prompt=%d completion=%d ttft=%.3fs tok/s=%.1f acceptance=%s%s",
             self.rid, self.route, outcome, self.prompt_tokens, tokens, (self.first or now) - self.start,
             tokens / (now - self.start) if now > self.start else 0.0,
-            "-" if acceptance is None else f"{acceptance:.3f}",
+            "-" if acceptance is None else f"{acceptance:.3f}", joined,
         )
 
 

@@ -68,6 +68,7 @@ class Engine:
         self.batches: list[int] = []  # the size of every batch run: what concurrency bought
         self.generator, self.error, self._thread = None, None, None
         self.batch_seconds = 1.0  # running mean wall time of a batch (Retry-After)
+        self.round_ms = None  # running mean wall time of a continuous batch's round
         if generator is not None:
             self.attach(generator)
 
@@ -171,8 +172,12 @@ class Engine:
         if run is None:
             return
         start, widest = time.monotonic(), 1
+        self.round_ms, last = None, time.monotonic()
         try:
             for _ in run.steps():
+                now = time.monotonic()
+                ms = 1e3 * (now - last)  # this round's wall time (the joins before it excluded)
+                self.round_ms = ms if self.round_ms is None else 0.8 * self.round_ms + 0.2 * ms
                 self._report_rows(run)
                 run.finish([b for b, row in run.rows() if row.done or row.job.cancelled.is_set()])
                 while run.size < self.max_batch:
@@ -184,6 +189,7 @@ class Engine:
                     self._join(run, job)
                     self._report_rows(run)  # a joining row's first token, from its prefill
                 widest = max(widest, run.size)
+                last = time.monotonic()
             self._report_rows(run, end=True)
         except Exception as err:  # noqa: BLE001 - every row still running gets an answer
             error = APIError(500, f"generation failed: {first_line(err)}", "server_error")
@@ -224,6 +230,7 @@ class Engine:
             job.events.put(Failed(_failure(err)))
             return
         row.cached = run.last_cached
+        row.measured = {"prefill_ms": 1e3 * (time.monotonic() - row.started), "round_ms": self.round_ms}
 
     def _report_rows(self, run, end: bool = False) -> None:
         """Send every running row's new text (``JobRow.update``)."""

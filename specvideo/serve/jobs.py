@@ -57,6 +57,7 @@ class JobRow:
     def __init__(self, job: Job, started: float, cached: int = 0):
         self.job, self.sent, self.done = job, "", False
         self.started, self.cached, self.first = started, cached, None
+        self.measured: dict = {}  # more timings for Done (a joining row's prefill_ms, the batch's round_ms)
 
     def update(self, text: str, final: bool, eos: bool, tokens: int, speculative: dict) -> None:
         stops = self.job.stops
@@ -80,6 +81,7 @@ class JobRow:
                 "prompt_ms": 1e3 * (first - self.started),
                 "predicted_ms": 1e3 * (now - first),
                 "cached_tokens": self.cached,
+                **self.measured,
             }
             self.job.events.put(Done("stop" if eos else "length", usage, speculative, word, timings))
 
