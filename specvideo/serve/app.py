@@ -194,6 +194,7 @@ class _Trace:
         timings = getattr(event, "timings", None) or {}
         joined = (  # a row that joined a running batch: its own prefill and the batch's round then
             f" prefill={timings['prefill_ms'] / 1e3:.3f}s round={timings['round_ms'] / 1e3:.3f}s"
+            f" joined_after={timings.get('joined_after', 0)}"
             if timings.get("round_ms") is not None else ""
         )
         log.info(

@@ -180,13 +180,14 @@ class Engine:
                 self.round_ms = ms if self.round_ms is None else 0.8 * self.round_ms + 0.2 * ms
                 self._report_rows(run)
                 run.finish([b for b, row in run.rows() if row.done or row.job.cancelled.is_set()])
+                joined = 0  # rows admitted at this round boundary so far (each prefill delays the next)
                 while run.size < self.max_batch:
                     try:
                         job = self.queue.get_nowait()
                     except queue.Empty:
                         break
                     held.append(job)
-                    self._join(run, job)
+                    joined += self._join(run, job, joined)
                     self._report_rows(run)  # a joining row's first token, from its prefill
                 widest = max(widest, run.size)
                 last = time.monotonic()
@@ -216,21 +217,24 @@ class Engine:
         row.cached = run.cached_tokens
         return run
 
-    def _join(self, run, job: Job) -> None:
-        """``job`` joins the running batch before its next round."""
+    def _join(self, run, job: Job, before: int = 0) -> int:
+        """``job`` joins the running batch before its next round, after ``before`` others joined
+        at this boundary; returns 1 when it joined."""
         if job.cancelled.is_set():
-            return
+            return 0
         if job.max_tokens == 0:
             self._run([job])
-            return
+            return 0
         row = JobRow(job, time.monotonic())
         try:
             run.admit(_request(job), tag=row)
         except Exception as err:  # noqa: BLE001 - this request fails, the batch goes on
             job.events.put(Failed(_failure(err)))
-            return
+            return 0
         row.cached = run.last_cached
-        row.measured = {"prefill_ms": 1e3 * (time.monotonic() - row.started), "round_ms": self.round_ms}
+        prefill_ms = 1e3 * (time.monotonic() - row.started)
+        row.measured = {"prefill_ms": prefill_ms, "round_ms": self.round_ms, "joined_after": before}
+        return 1
 
     def _report_rows(self, run, end: bool = False) -> None:
         """Send every running row's new text (``JobRow.update``)."""
