@@ -18,7 +18,7 @@ stop sequence, cut at the first one), then one ``Done`` (or ``Failed``): ``specv
 ``state`` tells the truth about serving: "loading" until ``attach`` hands over the generator,
 "ready" while the worker thread runs, "failed" once loading failed or the worker died (every job it
 held or that waits is then answered 503). Refusals carry ``Retry-After``: the seconds the queue ahead
-should take, from the mean wall time of recent runs.
+should take, from the mean wall time of recent requests (continuous) or batches (arrival).
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ class Engine:
         run = self._open(first)
         if run is None:
             return
-        start, widest = time.monotonic(), 1
+        widest = 1
         self.round_ms, last = None, time.monotonic()
         try:
             for _ in run.steps():
@@ -190,6 +190,7 @@ class Engine:
                     joined += self._join(run, job, joined)
                     self._report_rows(run)  # a joining row's first token, from its prefill
                 widest = max(widest, run.size)
+                held[:] = [row.job for _, row in run.rows()]  # the answered ones need no keeping
                 last = time.monotonic()
             self._report_rows(run, end=True)
         except Exception as err:  # noqa: BLE001 - every row still running gets an answer
@@ -197,7 +198,6 @@ class Engine:
             for _, row in run.rows():
                 row.job.events.put(Failed(error))
         self.batches.append(widest)
-        self.batch_seconds = 0.8 * self.batch_seconds + 0.2 * (time.monotonic() - start)
 
     def _open(self, job: Job):
         """A BatchRun started with ``job`` (None: nothing to run; the job was answered)."""
@@ -251,6 +251,8 @@ class Engine:
             eos = bool(tokens) and tokens[-1] in v.stop_ids
             final = end or not bool(v.active[b])
             self._update(row, tokens, final, eos, speculative)
+            if row.done:  # Retry-After: a continuous run may never end, its requests do
+                self.batch_seconds = 0.8 * self.batch_seconds + 0.2 * (time.monotonic() - row.started)
 
     def _update(self, row: JobRow, tokens: list[int], final: bool, eos: bool, speculative: dict) -> None:
         text = self.generator.tokenizer.decode(tokens, skip_special_tokens=True)
