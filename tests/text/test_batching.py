@@ -189,3 +189,15 @@ def test_a_joining_row_has_its_first_token_before_the_next_round():
             b = run.admit(reqs[3], tag=3)
             assert run.verifier.outputs[b] == alone[:1]  # picked from its prefill's last logits
             break
+
+
+@pytest.mark.parametrize("drafter,lean", [("model", False), ("hybrid", True)])
+def test_a_row_joins_a_run_whose_rows_have_all_finished(drafter, lean):
+    gen = generator(drafter, lean)
+    reqs = requests()
+    run, joined = BatchRun(gen, RowRequest(reqs[0].prompt_ids, 2), tag=0), False
+    for _ in run.steps():
+        if run.size == 0 and not joined:  # the last round of the first row: the run goes on with the next
+            run.admit(reqs[2], tag=2)
+            joined = True
+    assert joined and run.verifier.outputs[run.tags.index(2)] == decode(gen, reqs[2])[0]
