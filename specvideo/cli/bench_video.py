@@ -79,6 +79,10 @@ def add(kinds) -> None:
         default=d.num_inference_steps,
         help="full-sampler steps N of the corrections",
     )
+    v.add_argument(
+        "--autocast", choices=("off", "bf16", "auto"), default=d.autocast,
+        help="run the verifier's UNet under bf16 autocast for every method",
+    )
     add_seed_and_device(v, d.seed, d.device, seed_help="clip i uses seed + i for every method")
     add_report(v, d.report, "Video", off="--no-write")
     v.set_defaults(run=run)
@@ -118,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         sweep_refine_steps=args.sweep_refine_steps,
         seed=args.seed,
         device=args.device,
+        autocast=args.autocast,
         report=args.report,
     )
     results = run_benchmark(config, progress=True)
@@ -164,4 +169,4 @@ def argv_of(c) -> list[str]:
     argv += ["--schedule", c.schedule] + (
         ["--steps", str(c.num_inference_steps)] if c.num_inference_steps else []
     )
-    return argv + ["--seed", str(c.seed), "--device", c.device]
+    return argv + ["--seed", str(c.seed), "--device", c.device] + (["--autocast", c.autocast] if c.autocast != "off" else [])

@@ -55,6 +55,12 @@ def add_settings(p) -> None:
         default=d.max_side,
         help="generate at the input's resolution, downscaled so its longer side is at most this (pixels)",
     )
+    p.add_argument(
+        "--autocast",
+        choices=("off", "bf16", "auto"),
+        default="off",
+        help="run the verifier's UNet under bf16 autocast (auto: where the CPU or GPU computes bf16 natively)",
+    )
     add_seed_and_device(p, d.seed, None)
 
 
@@ -95,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(problem)
     if args.max_side < 8:
         raise UsageError(f"--max-side must be at least 8 pixels, got {args.max_side}")
-    pipe = SpeculativeVideoPipeline.from_pretrained(args.model, drafter=args.drafter, device=args.device)
+    pipe = SpeculativeVideoPipeline.from_pretrained(
+        args.model, drafter=args.drafter, device=args.device, autocast=args.autocast
+    )
     P = pipe.verifier.num_context_frames
     if args.demo:
         context = moving_shapes(HELDOUT_SEEDS[args.seed], P, min(args.max_side, DEMO_SIZE))

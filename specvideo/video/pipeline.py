@@ -290,11 +290,14 @@ class SpeculativeVideoPipeline:
         drafter: str | FrameDrafter | None = None,
         device: str | torch.device | None = None,
         torch_dtype: torch.dtype | None = None,
+        autocast: str | torch.dtype | None = None,
     ) -> SpeculativeVideoPipeline:
         """Load a saved pipeline directory (default: the shipped models/video); ``drafter`` overrides
         the saved one by name or instance. The UNet is stored in fp16 and loaded as float32 unless
         ``torch_dtype`` says otherwise (torch.float16 / torch.bfloat16 on a GPU); ``device`` places
-        it. A missing or corrupt part raises one ValueError that names the file or directory."""
+        it. ``autocast`` runs the UNet under ``torch.autocast`` (``resolve_autocast``: "bf16", "auto"
+        for bf16 where the device computes it natively, "off" / None). A missing or corrupt part
+        raises one ValueError that names the file or directory."""
         if torch_dtype is not None and not (
             isinstance(torch_dtype, torch.dtype) and torch_dtype.is_floating_point
         ):
@@ -322,7 +325,27 @@ class SpeculativeVideoPipeline:
             ),
         )
         pipe = cls(verifier, _load_drafter(path / "drafter", drafter))
-        return pipe.to(device) if device is not None else pipe
+        pipe = pipe.to(device) if device is not None else pipe
+        verifier.autocast = resolve_autocast(autocast, verifier.device)
+        return pipe
+
+
+AUTOCAST = ("off", "bf16", "auto")
+
+
+def resolve_autocast(value: str | torch.dtype | None, device: torch.device | str = "cpu") -> torch.dtype | None:
+    """The dtype the verifier's UNet runs under autocast: "bf16" (or torch.bfloat16) bf16, "auto"
+    bf16 where ``device`` computes it natively (a CPU's bf16 units, ``specvideo.text.precision``),
+    "off" / None none."""
+    from specvideo.text.precision import native_bf16
+
+    if value is None or value == "off":
+        return None
+    if value in ("bf16", torch.bfloat16):
+        return torch.bfloat16
+    if value == "auto":
+        return torch.bfloat16 if native_bf16(device) else None
+    raise ValueError(f"autocast must be one of {', '.join(AUTOCAST)}, got {value!r}")
 
 
 def _load_part(path: Path, load):

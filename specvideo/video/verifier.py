@@ -17,6 +17,7 @@ learns what flow gets wrong, and a draft's score measures how much correction it
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 
 import torch
@@ -108,6 +109,9 @@ class DiffusionVerifier:
         self._noiser = DDPMScheduler.from_config(self.scheduler.config)
         self.hint = hint
         self.residual = residual
+        # run the UNet under torch.autocast(device, autocast) (bf16 on a CPU with bf16 units: its
+        # convolutions on AMX / AVX-512 BF16); None: in its own dtype. The scheduler stays float32.
+        self.autocast: torch.dtype | None = None
         self.unet_evals = 0
         self.unet_passes = 0
         self._step_takes_generator = _accepts(self.scheduler.step, "generator")
@@ -189,6 +193,11 @@ class DiffusionVerifier:
             level = torch.full((n,), self.context_noise_level, dtype=torch.long)
         return level.to(self.device)
 
+    def _autocast(self):
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast)
+
     def _denoise(self, cond, sample, timesteps, generator, context_noise_level=None) -> torch.Tensor:
         dtype = self.unet.dtype
         labels = self.class_labels(sample.shape[0], context_noise_level)
@@ -197,7 +206,8 @@ class DiffusionVerifier:
             raise ValueError(f"got {len(generator)} generators for {sample.shape[0]} frames")
         for t in timesteps:
             model_input = self.scheduler.scale_model_input(sample, t).to(dtype)
-            output = predict_x0(self.unet, model_input, cond, t, self.residual, labels).float()  # (N, 3, H, W)
+            with self._autocast():
+                output = predict_x0(self.unet, model_input, cond, t, self.residual, labels).float()  # (N, 3, H, W)
             self.unet_evals += sample.shape[0]
             self.unet_passes += 1
             kwargs = {"generator": generator} if self._step_takes_generator else {}

@@ -210,7 +210,8 @@ def _load_pipeline(config: BenchVideoConfig, pipe) -> tuple[SpeculativeVideoPipe
     if pipe is not None:
         return pipe, Path(config.model) if config.model else None
     model_dir = Path(config.model) if config.model else shipped("video")
-    return SpeculativeVideoPipeline.from_pretrained(model_dir, device=config.device), model_dir
+    pipe = SpeculativeVideoPipeline.from_pretrained(model_dir, device=config.device, autocast=config.autocast)
+    return pipe, model_dir
 
 
 def _drafters(
