@@ -169,4 +169,4 @@ def argv_of(c) -> list[str]:
     argv += ["--schedule", c.schedule] + (
         ["--steps", str(c.num_inference_steps)] if c.num_inference_steps else []
     )
-    return argv + ["--seed", str(c.seed), "--device", c.device] + (["--autocast", c.autocast] if c.autocast != "off" else [])
+    return argv + ["--seed", str(c.seed), "--device", c.device, "--autocast", c.autocast]

@@ -49,6 +49,11 @@ class VideoConfig:
     # and 27.0 s at 384. A rejected draft adds N = 8 evaluations. 320 keeps a 320 x 240 clip whole
     # and a continuation under the minute.
     max_side: int = 320
+    # the verifier's UNet under bf16 autocast where the device computes bf16 natively (AMX / AVX-512
+    # BF16 CPUs): on the tuning split's real clips at 320 px a frame cost 1.34 s instead of 1.91
+    # (target N 8) and 0.55 instead of 0.92 (the speculative default), KID, sharpness and SSIM
+    # unchanged within the seed spread (docs/BENCHMARKS.md "Video: bf16 autocast")
+    autocast: str = "auto"
 
 
 VIDEO_DEFAULTS = VideoConfig()

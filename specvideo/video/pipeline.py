@@ -290,13 +290,13 @@ class SpeculativeVideoPipeline:
         drafter: str | FrameDrafter | None = None,
         device: str | torch.device | None = None,
         torch_dtype: torch.dtype | None = None,
-        autocast: str | torch.dtype | None = None,
+        autocast: str | torch.dtype | None = VIDEO_DEFAULTS.autocast,
     ) -> SpeculativeVideoPipeline:
         """Load a saved pipeline directory (default: the shipped models/video); ``drafter`` overrides
         the saved one by name or instance. The UNet is stored in fp16 and loaded as float32 unless
         ``torch_dtype`` says otherwise (torch.float16 / torch.bfloat16 on a GPU); ``device`` places
-        it. ``autocast`` runs the UNet under ``torch.autocast`` (``resolve_autocast``: "bf16", "auto"
-        for bf16 where the device computes it natively, "off" / None). A missing or corrupt part
+        it. ``autocast`` runs the UNet under ``torch.autocast`` (``resolve_autocast``: "auto", the
+        default, for bf16 where the device computes it natively; "bf16"; "off" / None). A missing or corrupt part
         raises one ValueError that names the file or directory."""
         if torch_dtype is not None and not (
             isinstance(torch_dtype, torch.dtype) and torch_dtype.is_floating_point

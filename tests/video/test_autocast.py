@@ -31,6 +31,9 @@ def test_the_unet_runs_under_bf16_autocast_and_frames_stay_float32():
 
 
 def test_the_shipped_pipeline_takes_autocast():
-    pipe = SpeculativeVideoPipeline.from_pretrained(autocast="bf16")
-    assert pipe.verifier.autocast == torch.bfloat16
-    assert SpeculativeVideoPipeline.from_pretrained().verifier.autocast is None  # off by default
+    from specvideo.text.precision import native_bf16
+
+    assert SpeculativeVideoPipeline.from_pretrained(autocast="bf16").verifier.autocast == torch.bfloat16
+    assert SpeculativeVideoPipeline.from_pretrained(autocast="off").verifier.autocast is None
+    default = SpeculativeVideoPipeline.from_pretrained().verifier.autocast  # "auto": by the CPU
+    assert default == (torch.bfloat16 if native_bf16("cpu") else None)

@@ -100,7 +100,7 @@ class BenchVideoConfig:
     sweep_refine_steps: tuple[int, ...] = ()
     seed: int = 0
     device: str = "cpu"
-    autocast: str = "off"  # the verifier's UNet under bf16 autocast: off, bf16, auto
+    autocast: str = D.autocast  # the verifier's UNet under bf16 autocast: off, bf16, auto
     report: str = "docs/BENCHMARKS.md"
 
     def __post_init__(self) -> None:
