@@ -238,12 +238,7 @@ class Engine:
 
     def _report_rows(self, run, end: bool = False) -> None:
         """Send every running row's new text (``JobRow.update``)."""
-        v, stats = run.verifier, run.stats
-        speculative = {
-            "acceptance_rate": stats.acceptance_rate,
-            "tokens_per_target_call": stats.emitted / stats.target_calls if stats.target_calls else None,
-            "batch_size": run.size,
-        }
+        v, speculative = run.verifier, _speculative(run.stats, run.size)
         for b, row in enumerate(run.tags):
             if row is None or row.done:
                 continue
@@ -315,12 +310,7 @@ class Engine:
         )
 
     def _report(self, rows: list[JobRow], run, stop_ids, end: bool = False) -> None:
-        stats = run.stats
-        speculative = {
-            "acceptance_rate": stats.acceptance_rate,
-            "tokens_per_target_call": stats.emitted / stats.target_calls if stats.target_calls else None,
-            "batch_size": len(rows),
-        }
+        speculative = _speculative(run.stats, len(rows))
         for b, row in enumerate(rows):
             if row.done:
                 continue
@@ -328,6 +318,15 @@ class Engine:
             eos = bool(tokens) and tokens[-1] in stop_ids
             final = end or eos or len(tokens) >= row.job.max_tokens or not bool(run.verifier.active[b])
             self._update(row, tokens, final, eos, speculative)
+
+
+def _speculative(stats, batch_size: int) -> dict:
+    """The ``speculative`` field of an answer: how the run it was in has gone so far."""
+    return {
+        "acceptance_rate": stats.acceptance_rate,
+        "tokens_per_target_call": stats.emitted / stats.target_calls if stats.target_calls else None,
+        "batch_size": batch_size,
+    }
 
 
 def _request(job: Job):

@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 
-from specvideo.core.schedule import make_schedule
 from specvideo.core.types import SpecStats, Step
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter
 from specvideo.text.generation import Run, accept_rule, check_context
@@ -109,8 +108,17 @@ class RowVerifier(TargetVerifier):
         self.sampler = sampler
 
     def _evidence(self, logits: torch.Tensor) -> torch.Tensor:
-        self.sampler.offsets = [len(o) for o in self.outputs]
         return self.sampler.tokens(logits)  # (B, k+1)
+
+    def commit(self, draft, verdict) -> list[list[int]]:
+        emitted = super().commit(draft, verdict)
+        self._sync_offsets()
+        return emitted
+
+    def _sync_offsets(self) -> None:
+        """The sampler's output positions follow the outputs, so the next round's drafter and
+        check draw the noise of the same positions."""
+        self.sampler.offsets = [len(o) for o in self.outputs]
 
     def first_token(self, row: CausalLMState, request: RowRequest) -> int:
         """Admit the request's settings and pick its first token from ``row`` (prefilled up to its
@@ -129,6 +137,7 @@ class RowVerifier(TargetVerifier):
         self.budgets.append(request.max_new_tokens)
         self.active = torch.cat([self.active, torch.tensor([True])])
         self._emit(len(self.outputs) - 1, [first])
+        self._sync_offsets()
         self._retire()
 
     def compact(self) -> list[int]:
@@ -171,12 +180,11 @@ class BatchRun:
         self.sampler.admit(first.sampling, first.seed)
         self.prompts.append(first.prompt_ids)
         self.tags.append(tag)
-        kwargs = {"threshold": g.confidence_threshold} if g.schedule_name == "confidence" else {}
         self.run = Run(
             drafter=self,  # rounds ask this run, whose drafter may change when a row joins
             verifier=self.verifier,
             accept=accept_rule(SamplingConfig(), None),
-            schedule=make_schedule(g.schedule_name, g.num_draft_tokens, **kwargs),
+            schedule=g._schedule(),
             stats=SpecStats(),
             prompt=encoded,
             packing=g._packed,

@@ -343,17 +343,21 @@ class SpeculativeGenerator:
                 part.start(encoded.input_ids, encoded.attention_mask)
         verifier.followers.append(drafter)  # finished rows leave the drafter's cache too
         cached = self._use_prompt_cache(encoded, verifier.state)
-        kwargs = {"threshold": self.confidence_threshold} if self.schedule_name == "confidence" else {}
         return Run(
             cached_tokens=cached,
             drafter=drafter,
             verifier=verifier,
             accept=accept_rule(sampling, generator),
-            schedule=make_schedule(self.schedule_name, self.num_draft_tokens, **kwargs),
+            schedule=self._schedule(),
             stats=SpecStats(),
             prompt=encoded,
             packing=self._packed,
         )
+
+    def _schedule(self):
+        """A fresh draft-length schedule for a run."""
+        kwargs = {"threshold": self.confidence_threshold} if self.schedule_name == "confidence" else {}
+        return make_schedule(self.schedule_name, self.num_draft_tokens, **kwargs)
 
     def _use_prompt_cache(self, encoded, state) -> int:
         """With ``prompt_cache`` set, a one-prompt run reuses its longest cached prefix and stores

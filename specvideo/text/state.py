@@ -146,7 +146,9 @@ class CausalLMState(TreeForward):
     def prefill(self) -> None:
         """Feed the pending prompt but its last token now (a row about to join a running batch,
         ``admit``): in an invariant model's chunks, in one call otherwise."""
-        if self.batch_size != 1 or self.pending_width < 2:
+        if self.batch_size != 1:
+            raise ValueError(f"prefill() readies one row to join a batch, got a batch of {self.batch_size}")
+        if self.pending_width < 2:
             return
         if not self.invariant:
             self._prefill = self.pending_width - 1

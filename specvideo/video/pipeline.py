@@ -296,7 +296,8 @@ class SpeculativeVideoPipeline:
         the saved one by name or instance. The UNet is stored in fp16 and loaded as float32 unless
         ``torch_dtype`` says otherwise (torch.float16 / torch.bfloat16 on a GPU); ``device`` places
         it. ``autocast`` runs the UNet under ``torch.autocast`` (``resolve_autocast``: "auto", the
-        default, for bf16 where the device computes it natively; "bf16"; "off" / None). A missing or corrupt part
+        default, for bf16 where the device computes it natively, unless ``torch_dtype`` already asks
+        for a half dtype; "bf16"; "off" / None). A missing or corrupt part
         raises one ValueError that names the file or directory."""
         if torch_dtype is not None and not (
             isinstance(torch_dtype, torch.dtype) and torch_dtype.is_floating_point
@@ -326,6 +327,8 @@ class SpeculativeVideoPipeline:
         )
         pipe = cls(verifier, _load_drafter(path / "drafter", drafter))
         pipe = pipe.to(device) if device is not None else pipe
+        if autocast == "auto" and torch_dtype not in (None, torch.float32):
+            autocast = None  # the UNet already runs in the dtype asked for
         verifier.autocast = resolve_autocast(autocast, verifier.device)
         return pipe
 

@@ -201,3 +201,23 @@ def test_a_row_joins_a_run_whose_rows_have_all_finished(drafter, lean):
             run.admit(reqs[2], tag=2)
             joined = True
     assert joined and run.verifier.outputs[run.tags.index(2)] == decode(gen, reqs[2])[0]
+
+
+def test_a_model_drafter_draws_with_the_noise_of_the_positions_the_target_checks():
+    """Coupled drafting: a draft identical to the target, drawing with the target's noise at the
+    same output positions, proposes the very tokens the target samples (a joining row included)."""
+    target = tiny_llama(VOCAB, seed=0, logit_scale=4.0)
+    gen = SpeculativeGenerator(target, draft=perturbed_copy(target, noise=0.0), drafter="model", num_draft_tokens=3)
+    reqs = requests()
+    run = BatchRun(gen, RowRequest(reqs[1].prompt_ids, 24, HOT, seed=7), tag=0)
+    for r, _ in enumerate(run.steps()):
+        if r == 0:
+            run.admit(RowRequest(reqs[3].prompt_ids, 24, HOT, seed=8), tag=1)
+    assert run.stats.acceptance_rate > 0.95
+
+
+def test_prefill_readies_one_row_only():
+    model = tiny_llama(VOCAB, seed=1)
+    ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
+    with pytest.raises(ValueError, match="one row to join a batch, got a batch of 2"):
+        CausalLMState(model, ids, torch.ones_like(ids)).prefill()

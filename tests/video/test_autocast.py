@@ -37,3 +37,5 @@ def test_the_shipped_pipeline_takes_autocast():
     assert SpeculativeVideoPipeline.from_pretrained(autocast="off").verifier.autocast is None
     default = SpeculativeVideoPipeline.from_pretrained().verifier.autocast  # "auto": by the CPU
     assert default == (torch.bfloat16 if native_bf16("cpu") else None)
+    # an explicit half dtype is what the UNet runs in: "auto" adds no autocast on top
+    assert SpeculativeVideoPipeline.from_pretrained(torch_dtype=torch.bfloat16).verifier.autocast is None
