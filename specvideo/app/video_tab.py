@@ -147,7 +147,8 @@ def timeline(stats: VideoSpecStats, threshold: float, metric: str) -> Figure:
     values = [s for _, s, _ in scores] + tau
     low, high = (min(values), max(values)) if values else (0.0, 1.0)
     base = low - 0.1 * (high - low or 1.0)
-    for accepted, color, label in [(True, GREEN, "accepted (refined draft)"), (False, RED, "regenerated")]:
+    kept = "the draft" if metric == "typicality" else "refined draft"
+    for accepted, color, label in [(True, GREEN, f"accepted ({kept})"), (False, RED, "regenerated")]:
         points = [(i, s - base) for i, s, ok in scores if ok == accepted]
         if points:
             ax.bar(*zip(*points), bottom=base, color=[c / 255 for c in color], label=label)
@@ -156,7 +157,8 @@ def timeline(stats: VideoSpecStats, threshold: float, metric: str) -> Figure:
         ax.plot(unscored, [base] * len(unscored), "x", color="gray", label="regenerated (no draft)")
     for value in tau:
         ax.axhline(value, color="black", linestyle="--", linewidth=1, label=f"τ = {value:g}")
-    ax.set(xlabel="output frame", ylabel=f"{metric.upper()}: draft vs refined")
+    what = "typicality of the draft" if metric == "typicality" else f"{metric.upper()}: draft vs refined"
+    ax.set(xlabel="output frame", ylabel=what)
     ax.set(xlim=(-0.6, len(stats.frame_accepted) - 0.4), ylim=(base, high + 0.1 * (high - base)))
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=4, frameon=False, fontsize="small")
     return fig
@@ -255,7 +257,7 @@ class VideoTab:
                     num_frames = gr.Slider(1, c.max_frames, value=d.num_frames, step=1, label="Frames")
                     k = gr.Slider(1, c.max_draft, value=d.num_draft_frames, step=1, label="Draft length k")
                 with gr.Row():
-                    threshold = gr.Number(value=d.threshold, label="Threshold τ (SSIM ≤ 1, PSNR dB)")
+                    threshold = gr.Number(value=d.threshold, label="Threshold τ (typicality ≥ 0, SSIM ≤ 1, PSNR dB)")
                     metric = gr.Radio(list(METRICS), value=d.metric, label="Metric")
                 with gr.Row():
                     strength = gr.Slider(0.05, 1, value=d.strength, step=0.05, label="Strength s")

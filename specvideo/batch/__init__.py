@@ -45,7 +45,7 @@ TEXT_GENERATOR = ("drafter", "num_draft_tokens", "schedule", "draft_vocab_size",
 
 def video_settings(**given) -> dict[str, Any]:
     """VIDEO_DEFAULTS with ``given`` over them, checked as the pipeline would check them."""
-    from specvideo.video.config import VIDEO_DEFAULTS
+    from specvideo.video.config import VIDEO_DEFAULTS, default_threshold
     from specvideo.video.inputs import CallSettings, check_call
 
     unknown = sorted(set(given) - set(VIDEO_SETTINGS) - set(VIDEO_JOB_SETTINGS))
@@ -55,6 +55,8 @@ def video_settings(**given) -> dict[str, Any]:
         f.name: getattr(VIDEO_DEFAULTS, f.name) for f in fields(VIDEO_DEFAULTS) if f.name in VIDEO_SETTINGS
     }
     settings = {**defaults, "fps": None, "side_by_side": False, "max_side": VIDEO_DEFAULTS.max_side, **given}
+    if given.get("threshold") is None:  # each check's own default
+        settings["threshold"] = default_threshold(settings["metric"])
     max_side = settings["max_side"]
     if not isinstance(max_side, int) or isinstance(max_side, bool) or max_side < 8:
         raise ValueError(f"max_side must be an integer >= 8 (pixels), got {max_side!r}")

@@ -41,11 +41,22 @@ def add_settings(p) -> None:
     p.add_argument("--drafter", choices=DRAFTERS, help="default: the model directory's")
     p.add_argument("--num-draft-frames", "-k", type=int, default=d.num_draft_frames)
     p.add_argument(
-        "--threshold", type=float, default=d.threshold, help="acceptance threshold tau on the metric"
+        "--threshold",
+        type=float,
+        help=f"acceptance threshold tau on the metric (default: {d.threshold:g} for typicality, 0.9 for "
+        "ssim, 30 for psnr)",
     )
-    p.add_argument("--metric", default=d.metric, choices=METRICS)
-    p.add_argument("--strength", type=float, default=d.strength, help="refinement strength s in (0, 1]")
-    p.add_argument("--refine-steps", type=int, default=d.num_refine_steps)
+    p.add_argument(
+        "--metric",
+        default=d.metric,
+        choices=METRICS,
+        help="the check: typicality (the target's denoising error on the real footage over that on the "
+        "draft; the draft is kept) or ssim / psnr of a draft against its refinement (the refinement is kept)",
+    )
+    p.add_argument(
+        "--strength", type=float, default=d.strength, help="refinement strength s in (0, 1] (ssim / psnr checks)"
+    )
+    p.add_argument("--refine-steps", type=int, default=d.num_refine_steps, help="refinement steps m (ssim / psnr)")
     p.add_argument("--steps", type=int, default=d.num_inference_steps, help="full-sampler steps N")
     p.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
     p.add_argument("--model", help="pipeline directory (default: the shipped models/video)")

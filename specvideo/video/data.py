@@ -28,6 +28,8 @@ from specvideo.video.io import read_video
 TRAIN_SEEDS = range(0, 1_000_000_000)  # synthetic training sequences
 HELDOUT_SEEDS = range(2_000_000_000, 2_000_050_000)  # synthetic evaluation sequences, never trained on
 TUNING_SEEDS = range(2_000_050_000, 2_000_100_000)  # synthetic sequences for choosing settings
+# the test split (issue #39): seeds outside every range used before it, looked at once, at the end
+TEST_SEEDS = range(2_000_100_000, 2_000_150_000)
 SPLITS = ("train", "tuning", "heldout")
 SHAPES = ("circle", "square", "triangle", "diamond")
 SAMPLE_VIDEOS = ("bikes.mp4", "bigbuckbunny.mp4")
@@ -255,8 +257,9 @@ def _split(frames: np.ndarray, split: str) -> np.ndarray:
 
 
 def heldout_synthetic(num: int, num_frames: int, size: int = 64, split: str = "heldout") -> list[np.ndarray]:
-    """The fixed evaluation sequences of ``split`` ("heldout": HELDOUT_SEEDS, "tuning": TUNING_SEEDS)."""
-    seeds = {"heldout": HELDOUT_SEEDS, "tuning": TUNING_SEEDS}[split]
+    """The fixed evaluation sequences of ``split`` ("heldout": HELDOUT_SEEDS, "tuning": TUNING_SEEDS,
+    "test": TEST_SEEDS)."""
+    seeds = {"heldout": HELDOUT_SEEDS, "tuning": TUNING_SEEDS, "test": TEST_SEEDS}[split]
     return [moving_shapes(seeds[i], num_frames, size) for i in range(num)]
 
 

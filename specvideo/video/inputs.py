@@ -120,10 +120,14 @@ def check_call(c: CallSettings) -> None:
 
 
 def check_threshold(tau: float, metric: str) -> None:
-    """A finite tau must lie in its metric's range: SSIM in [-1, 1], PSNR in [0, 100] dB; a PSNR tau
+    """A finite tau must lie in its metric's range: typicality >= 0, SSIM in [-1, 1], PSNR in [0, 100] dB; a PSNR tau
     in (0, 1] is refused too, as an SSIM threshold given with the wrong metric (it would accept
     every draft)."""
     if math.isinf(tau):
+        return
+    if metric == "typicality":
+        if tau < 0:
+            raise ValueError(f"threshold {tau:g} is outside the typicality range [0, inf)")
         return
     low, high = SSIM_RANGE if metric == "ssim" else PSNR_RANGE_DB
     if not low <= tau <= high:

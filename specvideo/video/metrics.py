@@ -18,7 +18,10 @@ import torch.nn.functional as F
 from einops import pack, rearrange, unpack
 
 PSNR_CAP_DB = 100.0  # PSNR of identical images (MSE = 0) is reported as this, not +inf
-METRICS = ("ssim", "psnr")
+SIMILARITIES = ("ssim", "psnr")  # a draft against its refinement (the refine check)
+# the checks a draft can be scored by: "typicality" (the target's denoising error on the draft, over
+# the same on the clip's last real frame; no refinement) or a similarity to the draft's refinement
+METRICS = ("typicality", *SIMILARITIES)
 
 
 def psnr(
@@ -58,7 +61,7 @@ def similarity(x: torch.Tensor, y: torch.Tensor, metric: str = "ssim", *, data_r
         return ssim(x, y, data_range=data_range)
     if metric == "psnr":
         return psnr(x, y, data_range=data_range)
-    raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
+    raise ValueError(f"unknown similarity {metric!r}; choose one of {SIMILARITIES}")
 
 
 def _check_pair(x: torch.Tensor, y: torch.Tensor, data_range: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -28,7 +28,7 @@ from specvideo.core.loop import speculate
 from specvideo.core.schedule import RowSchedules, make_schedule
 from specvideo.errors import first_line
 from specvideo.paths import shipped
-from specvideo.video.config import VIDEO_DEFAULTS
+from specvideo.video.config import VIDEO_DEFAULTS, default_threshold
 from specvideo.video.drafters import DRAFTERS, FrameDrafter, LearnedDrafter, make_drafter
 from specvideo.video.inputs import (
     OUTPUT_TYPES,
@@ -125,7 +125,7 @@ class SpeculativeVideoPipeline:
         num_frames: int = D.num_frames,
         mode: str = D.mode,
         num_draft_frames: int = D.num_draft_frames,
-        threshold: float = D.threshold,
+        threshold: float | None = None,
         metric: str = D.metric,
         strength: float = D.strength,
         num_refine_steps: int = D.num_refine_steps,
@@ -157,6 +157,7 @@ class SpeculativeVideoPipeline:
         ``callback_kwargs`` holds the names in ``callback_on_step_end_tensor_inputs`` (default: all
         of "frames", the frames emitted so far, (F_so_far, 3, H, W) or a list per row, and "stats").
         """
+        threshold = default_threshold(metric) if threshold is None else threshold
         check_call(
             CallSettings(
                 num_frames,
@@ -193,7 +194,13 @@ class SpeculativeVideoPipeline:
         )
         stats = VideoSpecStats()
         settings = RoundSettings(
-            num_frames, strength, num_refine_steps, num_inference_steps, metric, refine=mode != "draft"
+            num_frames,
+            strength,
+            num_refine_steps,
+            num_inference_steps,
+            metric,
+            refine=mode != "draft",
+            levels=D.check_levels,
         )
         verifier = VideoVerifier(self.verifier, rows, settings, stats)
         drafter = VideoDrafter(None if mode == "target" else self.drafter, rows)
@@ -232,7 +239,8 @@ class SpeculativeVideoPipeline:
 
     def _prepare_context(self, context_frames) -> tuple[torch.Tensor, tuple[int, int]]:
         P = self.verifier.num_context_frames
-        x = to_tensor(context_frames, keep=P)  # (F, 3, h, w) in [-1, 1], F <= P
+        x = to_tensor(context_frames, keep=P + 1)  # (F, 3, h, w) in [-1, 1], F <= P + 1: the typicality
+        # check's reference is the target's error on the last frame given the P before it
         if x.shape[0] < P:
             raise ValueError(f"the model conditions on {P} context frames, got {x.shape[0]}")
         size = tuple(x.shape[-2:])  # (h, w)

@@ -30,6 +30,10 @@ from specvideo.video.data import SAMPLE_VIDEOS, SPLITS, TRAIN_ONLY_VIDEOS, _spli
 from specvideo.video.io import read_video
 
 OPENCV_CLIPS = ("vtest.avi", "Megamind.avi", "tree.avi")
+# the test split: footage from three Debian packages that nothing trained, tuned or validated on,
+# used whole; ``scripts/fetch_test_clips.sh`` puts it into the data cache (licences in
+# models/video/README.md)
+TEST_CLIPS = ("balle-jbart.mp4", "balle1-vp9.avi", "cityCC0.mpg", "cockatoo.mp4")
 
 
 def data_cache() -> Path:
@@ -48,6 +52,15 @@ def opencv_clip_paths(required: bool = False) -> list[Path]:
     return []
 
 
+def test_clip_paths() -> list[Path]:
+    """The fetched test-split clips, or an error naming the script that fetches them."""
+    folder = data_cache() / "test"
+    paths = [folder / name for name in TEST_CLIPS]
+    if not all(p.is_file() for p in paths):
+        raise ValueError(f"the test split's clips are not in {folder}: run scripts/fetch_test_clips.sh")
+    return paths
+
+
 @dataclass(frozen=True)
 class RealVideo:
     """One decoded source: its name and frames (F, H, W, 3) uint8, longer side <= max_side."""
@@ -61,7 +74,10 @@ def load_real_videos(
 ) -> list[RealVideo]:
     """The ``split`` part of every real source. ``opencv``: True needs the fetched opencv-doc clips,
     None uses them when present, False leaves them out. The train split also gets the train-only
-    clips (``TRAIN_ONLY_VIDEOS``) whole when ``train_only``."""
+    clips (``TRAIN_ONLY_VIDEOS``) whole when ``train_only``. "test" is the test split's own clips,
+    whole (``TEST_CLIPS``)."""
+    if split == "test":
+        return [RealVideo(p.name, _decode(p, max_side)) for p in test_clip_paths()]
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     paths = sample_video_paths(SAMPLE_VIDEOS)

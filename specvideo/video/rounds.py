@@ -23,6 +23,13 @@ from specvideo.video.metrics import similarity
 from specvideo.video.verifier import DiffusionVerifier
 
 
+def typicality(reference: torch.Tensor, error: torch.Tensor) -> torch.Tensor:
+    """(n,) typicality scores from the target's denoising errors (n, L) on the drafts and on the
+    clip's last real frame (n or 1, L): their ratio reference / error averaged over the L levels (1:
+    the draft is as typical of the target as the real footage; higher: more)."""
+    return (reference / error.clamp(min=1e-12)).mean(dim=-1)
+
+
 @dataclass
 class ScoredDraft:
     """One draft the verifier scored: its row, the output frame index it drafted, its score, whether
@@ -81,7 +88,7 @@ class FrameNoise:
     def generator(self, index: int, stream: int) -> torch.Generator:
         """Streams: 0 full-sampler start, 1 refinement noise, 2 full-sampler steps, 3 refinement steps,
         4 the noise on the context frames the frame is conditioned on."""
-        seed = self.seed + self.STREAMS * index + stream
+        seed = (self.seed + self.STREAMS * index + stream) % 2**63  # index -1: the context's last frame
         return torch.Generator(device=self.generator_device).manual_seed(seed)
 
     def _draw(self, index: int, stream: int, frames: tuple[int, ...] = ()) -> torch.Tensor:
@@ -98,6 +105,7 @@ class FrameNoise:
         return self._draw(index, 0)
 
     def refine(self, index: int) -> torch.Tensor:
+        """Stream 1: a refinement's re-noising, or the typicality check's noise (a check makes one)."""
         return self._draw(index, 1)
 
 
@@ -178,6 +186,7 @@ class RoundSettings:
     num_inference_steps: int
     metric: str
     refine: bool = True  # False: draft mode, drafts are emitted as they are
+    levels: tuple[int, ...] = (300,)  # the typicality check's noise levels
 
 
 class VideoVerifier:
@@ -188,6 +197,7 @@ class VideoVerifier:
     ):
         self.verifier, self.rows, self.settings, self.stats = verifier, rows, settings, stats
         self.drafts: list[list[torch.Tensor | None]] = [[] for _ in range(len(rows))]
+        self._references: dict[int, torch.Tensor] = {}  # row -> (L,) the typicality check's reference
         self._evals_at_start, self._passes_at_start = verifier.unet_evals, verifier.unet_passes
 
     @property
@@ -224,6 +234,9 @@ class VideoVerifier:
         x = torch.stack([draft.items[b, i] for b, i in pairs])  # (n, 3, H, W)
         s = self.settings
         context_noise = self._context_noise([b for b, _ in pairs], index)  # (n, P, 3, H, W) or None
+        if s.metric == "typicality":
+            values = self._typicality(pairs, windows, index, x, context_noise)  # (n,)
+            return self._scores(B, k, pairs, values, passes=1, evals=len(s.levels))
         refined = self.verifier.refine(
             self.verifier.condition(windows, context_noise),  # (n, C, H, W)
             x,
@@ -232,13 +245,57 @@ class VideoVerifier:
             torch.stack([noise[b].refine(j) for (b, _), j in zip(pairs, index)]),  # (n, 3, H, W)
             generator=[noise[b].generator(j, 3) for (b, _), j in zip(pairs, index)],
         )  # (n, 3, H, W)
-        scores = torch.full((B, k), -math.inf)
         values = similarity(x.float(), refined.float(), s.metric, data_range=2.0).float().cpu()  # (n,)
         for n, (b, i) in enumerate(pairs):
             self._refined[b][i] = refined[n]
+        return self._scores(B, k, pairs, values, s.num_refine_steps, s.num_refine_steps)
+
+    def _scores(self, B: int, k: int, pairs, values: torch.Tensor, passes: int, evals: int) -> torch.Tensor:
+        """(B, k) scores from the (n,) values of the scored (row, position) pairs; charges the call."""
+        scores = torch.full((B, k), -math.inf)
+        for n, (b, i) in enumerate(pairs):
             scores[b, i] = values[n]
-        self._charge(sorted({b for b, _ in pairs}), [b for b, _ in pairs], s.num_refine_steps)
+        rows = [b for b, _ in pairs]
+        self._charge(sorted(set(rows)), rows, passes, evals)
         return scores
+
+    def _typicality(self, pairs, windows, index, x, context_noise) -> torch.Tensor:
+        """(n,) typicality of each draft: the target's denoising error on the clip's last real frame
+        over its error on the draft, averaged over the check's levels (1: as typical as the real
+        footage; the accepted frame is the draft itself, nothing is refined)."""
+        noise = self.rows.noises
+        error = self.verifier.denoising_error(
+            self.verifier.condition(windows, context_noise),  # (n, C, H, W)
+            x,
+            self.settings.levels,
+            torch.stack([noise[b].refine(j) for (b, _), j in zip(pairs, index)]),  # (n, 3, H, W)
+        )  # (n, L)
+        self._reference([b for b, _ in pairs])
+        reference = torch.stack([self._references[b] for b, _ in pairs])  # (n, L)
+        return typicality(reference, error).float().cpu()
+
+    def _reference(self, rows: list[int]) -> None:
+        """The target's denoising error (L,) on each row's last context frame, conditioned on the
+        frames before it (the oldest repeated when the context holds only P), for the rows that lack
+        one: once per row, in one batched call."""
+        rows = [b for b in dict.fromkeys(rows) if b not in self._references]
+        if not rows:
+            return
+        P = self.verifier.num_context_frames
+        windows, frames = [], []
+        for b in rows:
+            h = self.rows.histories[b]
+            before = h.frames[: h.num_context - 1][-P:]
+            windows.append(torch.stack([before[0]] * (P - len(before)) + before))  # (P, 3, H, W)
+            frames.append(h.frames[h.num_context - 1])
+        error = self.verifier.denoising_error(
+            self.verifier.condition(torch.stack(windows), self._context_noise(rows, [-1] * len(rows))),
+            torch.stack(frames),  # (r, 3, H, W)
+            self.settings.levels,
+            torch.stack([self.rows.noises[b].refine(-1) for b in rows]),
+        )  # (r, L)
+        self._references.update(zip(rows, error))
+        self._charge(rows, rows, 1, len(self.settings.levels))
 
     def correct(self, draft: Draft, verdict: Verdict) -> Verdict:
         accepted, lengths = verdict.num_accepted.tolist(), draft.lengths.tolist()
@@ -267,13 +324,14 @@ class VideoVerifier:
             return None
         return torch.stack([self.rows.noises[b].context(j, v.num_context_frames) for b, j in zip(rows, index)])
 
-    def _charge(self, rows: list[int], frames_of: list[int], passes: int) -> None:
+    def _charge(self, rows: list[int], frames_of: list[int], passes: int, evals: int | None = None) -> None:
         """Count a batched UNet call in the rows' statistics: ``passes`` sequential passes for every
-        row in it, ``passes`` evaluations per frame (``frames_of`` names each frame's row)."""
+        row in it, ``evals`` (default ``passes``) evaluations per frame (``frames_of`` names each
+        frame's row)."""
         for b in rows:
             self.rows.stats[b].unet_passes += passes
         for b in frames_of:
-            self.rows.stats[b].target_calls += passes
+            self.rows.stats[b].target_calls += passes if evals is None else evals
         self.stats.unet_passes = self.verifier.unet_passes - self._passes_at_start
 
     def commit(self, draft: Draft, verdict: Verdict) -> list[list[torch.Tensor]]:

@@ -185,6 +185,49 @@ class DiffusionVerifier:
         sample = noise.float() * self.scheduler.init_noise_sigma  # (N, 3, H, W)
         return self._denoise(cond, sample, self.scheduler.timesteps, generator, context_noise_level)
 
+    @torch.inference_mode()
+    def denoising_error(
+        self,
+        cond: torch.Tensor,
+        x: torch.Tensor,
+        levels: tuple[int, ...],
+        noise: torch.Tensor,
+        context_noise_level: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The typicality statistic of frames under the model: x (N, 3, H, W) is noised to each
+        timestep of ``levels`` (L,) with ``noise`` (N, 3, H, W), the model predicts x0 once (one
+        batched pass over the N * L noisy frames), and the mean squared error to x is returned,
+        (N, L). Frames the model finds typical of this context come back close to themselves."""
+        N, L = x.shape[0], len(levels)
+        t = torch.tensor(levels, device=x.device).repeat_interleave(N)  # (L * N,): level-major
+        sample = self._noiser.add_noise(x.float().repeat(L, 1, 1, 1), noise.float().repeat(L, 1, 1, 1), t)
+        labels = self.class_labels(N, context_noise_level)
+        cond = cond.to(self.device, self.unet.dtype).repeat(L, 1, 1, 1)  # (L * N, C, H, W)
+        with self._autocast():
+            x0 = predict_x0(
+                self.unet,
+                sample.to(self.unet.dtype),
+                cond,
+                t.to(self.device),
+                self.residual,
+                None if labels is None else labels.repeat(L),
+            ).float()  # (L * N, 3, H, W)
+        self.unet_evals += N * L
+        self.unet_passes += 1
+        x0 = self._as_x0(x0, sample, t)
+        error = (x0.clamp(-1, 1) - x.float().repeat(L, 1, 1, 1)).pow(2)
+        return rearrange(error.mean(dim=(1, 2, 3)), "(l n) -> n l", l=L)
+
+    def _as_x0(self, output: torch.Tensor, sample: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """The model's output as an x0 estimate, whatever the scheduler's prediction type."""
+        kind = self.scheduler.config.get("prediction_type", "sample")
+        if kind == "sample":
+            return output
+        alpha = self._noiser.alphas_cumprod.to(sample.device)[t.to(sample.device)][:, None, None, None]
+        if kind == "epsilon":
+            return (sample - (1 - alpha).sqrt() * output) / alpha.sqrt()
+        return alpha.sqrt() * sample - (1 - alpha).sqrt() * output  # v-prediction
+
     def class_labels(self, n: int, level: torch.Tensor | None) -> torch.Tensor | None:
         """The context noise level (n,) for a UNet that takes one, else None."""
         if self.unet.config.get("class_embed_type") != "timestep":

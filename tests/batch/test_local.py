@@ -123,7 +123,9 @@ def test_bad_job_settings_are_clear_errors(models, clips, tmp_path, capsys):
     with pytest.raises(ValueError, match="unknown video setting"):
         run_video([str(clips)], str(tmp_path), frames=3)
     with pytest.raises(ValueError, match="threshold 25 is outside the ssim range"):
-        run_video([str(clips)], str(tmp_path), threshold=25.0)
+        run_video([str(clips)], str(tmp_path), threshold=25.0, metric="ssim")
+    with pytest.raises(ValueError, match=r"threshold -1 is outside the typicality range \[0, inf\)"):
+        run_video([str(clips)], str(tmp_path), threshold=-1.0)
     with pytest.raises(ValueError, match="batch_size must be an integer >= 1"):
         run_video([str(clips)], str(tmp_path), batch_size=0)
     with pytest.raises(ValueError, match="no video files found"):

@@ -55,7 +55,7 @@ def config(**kwargs) -> BenchVideoConfig:
         num_synthetic=2,
         num_real=1,
         num_frames=F,
-        thresholds=(-1.0, D.threshold),  # SSIM >= -1 always: every draft accepted
+        thresholds=(0.0, D.threshold),  # typicality >= 0 always: every draft accepted
         strengths=(D.strength,),
         num_refine_steps=D.num_refine_steps,
         target_steps=(1, N),
@@ -89,9 +89,9 @@ EXPECTED = [
     "first-target+learned",
     "refine-all-flow",
     "refine-all-learned",
-    f"spec-flow-s{D.strength:g}-t-1",
+    f"spec-flow-s{D.strength:g}-t0",
     DEFAULT_NAME := f"spec-flow-s{D.strength:g}-t{D.threshold}",
-    f"spec-learned-s{D.strength:g}-t-1",
+    f"spec-learned-s{D.strength:g}-t0",
     f"spec-learned-s{D.strength:g}-t{D.threshold}",
     f"spec-copy-s{D.strength:g}-t{D.threshold:g}",  # the default with the other drafters: pooled check
     f"spec-linear-s{D.strength:g}-t{D.threshold:g}",
@@ -132,8 +132,9 @@ def test_numbers_add_up(results):
             assert r.spearman is None or -1 <= r.spearman <= 1
             assert r.auc is None or 0 <= r.auc <= 1
             assert r.unet_passes_per_frame <= r.unet_evals_per_frame  # a round's k drafts share passes
-        if r.threshold == -1.0:  # every draft accepted: m refinement evaluations per frame
-            assert r.acceptance_rate == 1.0 and r.unet_evals_per_frame == M
+        if r.threshold == 0.0:  # every draft accepted, the draft kept: one evaluation per draft and level
+            levels = len(D.check_levels)  # and the reference frame's, once per clip
+            assert r.acceptance_rate == 1.0 and r.unet_evals_per_frame == pytest.approx(levels * (F + 1) / F)
             assert all(a == 1.0 for a in r.per_position_acceptance)
             assert r.num_scored == F * len(r.seconds)
     for w in results.workloads:
@@ -230,7 +231,7 @@ def test_targets_json_and_report(results, tmp_path):
         "reference N >= 4",
         "the target beats every drafter on KID",
     }
-    assert [w for w, *_ in sampler].count("synthetic") == len(sampler) // 2
+    assert [w for w, *_ in sampler].count("synthetic") == len(sampler) // 2  # the same targets each
     pooled = results.pooled_check["synthetic"]
     assert pooled[1] > 0 and set(pooled[2]) >= {DEFAULT_NAME, f"spec-copy-s{D.strength:g}-t{D.threshold:g}"}
     true_context = [t for w, t, *_ in sampler if w == "synthetic" and "true-context" in t]
@@ -260,10 +261,14 @@ def test_tuning_split_gets_its_own_section_and_a_default_choice(tmp_path):
 def test_choose_default_counts_the_targets_before_speed(results):
     """The tuning rule: most of the default's targets reached over the workloads, then wall clock."""
     ref = {w: results.generative[(w, results.reference(w).method)] for w in results.workloads}
-    slow, fast = f"spec-flow-s{D.strength:g}-t-1", DEFAULT_NAME
+    slow, fast = f"spec-flow-s{D.strength:g}-t0", DEFAULT_NAME
 
-    def shaped(speedup, passes, rate, kid):  # a setting's figures on every workload; kid(target's score)
-        return {w: (speedup, passes, rate, kid(ref[w])) for w in results.workloads}
+    def shaped(speedup, passes, rate, kid):  # a setting's figures on every workload; kid(workload)
+        return {w: (speedup, passes, rate, kid(w)) for w in results.workloads}
+
+    def bound(w):  # the better of flow's and the target's KID plus the target's seed-to-seed spread
+        g, flow = ref[w], results.generative[(w, "draft-flow")]
+        return min(g.kid_truth, flow.kid_truth) + g.kid_truth_spread[1] - g.kid_truth_spread[0]
 
     def pick(settings):
         rows, gen = [], dict(results.generative)
@@ -278,8 +283,8 @@ def test_choose_default_counts_the_targets_before_speed(results):
         row, why = choose_default(replace(results, rows=rows, generative=gen))
         return row.method, why
 
-    keeps = lambda g: g.kid_truth_spread[1]  # noqa: E731  at the target's worst seed: kept
-    loses = lambda g: g.kid_truth_spread[1] + 1.0  # noqa: E731
+    keeps = bound  # at the bound: kept
+    loses = lambda w: bound(w) + 1.0  # noqa: E731
     method, why = pick({slow: shaped(2.0, 8.0, 0.9, keeps), fast: shaped(10.0, 20.0, 1.0, loses)})
     assert method == slow and "wall >= 3x" in why and "acceptance" not in why  # realism, range: 2 more
     method, why = pick({slow: shaped(2.0, 8.0, 0.9, keeps), fast: shaped(4.0, 8.0, 0.9, keeps)})
@@ -430,7 +435,8 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     argv += ["--drafters", "copy", "--sweep-drafters", "flow"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["report"] is None and out["clips"]["clips"] == ["in.mp4 [0:4]", "in.mp4 [4:8]"]
+    # windows of P + 1 context frames (the typicality check's reference frame) and 2 generated ones
+    assert out["report"] is None and out["clips"]["clips"] == ["in.mp4 [0:5]"]
     assert [r["method"] for r in out["rows"]] == [
         "target-N1",
         "target-N2",
@@ -480,7 +486,7 @@ def test_cli_clip_too_short(model_dir, tmp_path, capsys):
     video = tmp_path / "short.mp4"
     write_video(np.zeros((3, 16, 16, 3), dtype=np.uint8), video, fps=8)
     assert main(["bench", "video", "--model", str(model_dir), "--no-write", "--clips", str(video)]) == 2
-    assert "short.mp4 has 3 frames; a clip needs 2 context + 32 frames = 34" in capsys.readouterr().err
+    assert "short.mp4 has 3 frames; a clip needs 3 context + 32 frames = 35" in capsys.readouterr().err
 
 
 def test_true_context_checks(results):

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from specvideo.core.acceptance import greedy_match, rejection_sample, sample_categorical, threshold_accept
 from specvideo.core.types import SpecStats
 from specvideo.text import SpeculativeGenerator
+from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import LinearDrafter
 from specvideo.video.pipeline import SpeculativeVideoPipeline
 from specvideo.video.verifier import DiffusionVerifier
@@ -224,6 +225,13 @@ def video_pipe():
     return SpeculativeVideoPipeline(DiffusionVerifier(tiny_unet()), LinearDrafter())
 
 
+def check_evals(metric: str, drafted: int, refine_steps: int) -> int:
+    if metric != "typicality":
+        return drafted * refine_steps
+    levels = len(D.check_levels)
+    return levels * (drafted + 1) if drafted else 0
+
+
 @MODELS
 @given(
     mode=st.sampled_from(["speculative", "speculative", "target", "draft"]),
@@ -233,9 +241,10 @@ def video_pipe():
     refine_steps=st.integers(1, 2),
     schedule=st.sampled_from(["constant", "heuristic"]),
     seed=st.integers(0, 1000),
+    metric=st.sampled_from(["typicality", "ssim"]),
 )
 def test_video_loop_emits_exactly_num_frames_and_stats_add_up(
-    video_pipe, mode, num_frames, k, threshold, refine_steps, schedule, seed
+    video_pipe, mode, num_frames, k, threshold, refine_steps, schedule, seed, metric
 ):
     steps = 2  # N, the full sampler's steps
     out = video_pipe(
@@ -247,6 +256,7 @@ def test_video_loop_emits_exactly_num_frames_and_stats_add_up(
         num_refine_steps=refine_steps,
         num_inference_steps=steps,
         schedule=schedule,
+        metric=metric,
         generator=torch.Generator().manual_seed(seed),
         progress=False,
     )
@@ -259,8 +269,10 @@ def test_video_loop_emits_exactly_num_frames_and_stats_add_up(
     expected_evals = {
         "target": num_frames * steps,
         "draft": 0,
-        # a refinement of every draft, and a full sample for every frame that is not an accepted draft
-        "speculative": stats.drafted * refine_steps + (num_frames - stats.accepted) * steps,
+        # the check of every draft (m refinement steps, or one evaluation per typicality level plus the
+        # reference frame's once), and a full sample for every frame that is not an accepted draft
+        "speculative": check_evals(metric, stats.drafted, refine_steps)
+        + (num_frames - stats.accepted) * steps,
     }
     assert stats.unet_evals == stats.target_calls == expected_evals[mode]
     if mode == "draft":

@@ -108,7 +108,7 @@ def test_similarity_dispatches_by_name():
     x, y = random_pair((2, 3, 16, 16))
     assert torch.equal(similarity(x, y, data_range=2.0), ssim(x, y, data_range=2.0))
     assert torch.equal(similarity(x, y, "psnr", data_range=2.0), psnr(x, y, data_range=2.0))
-    with pytest.raises(ValueError, match="unknown metric 'lpips'"):
+    with pytest.raises(ValueError, match="unknown similarity 'lpips'"):
         similarity(x, y, "lpips", data_range=2.0)
 
 

@@ -73,3 +73,24 @@ def test_evaluation_frames_are_whole_frames(tmp_path, monkeypatch):
     assert [c.frames.shape for c in clips[2:]] == [(6, 60, 80, 3)] * 3
     with pytest.raises(ValueError, match="evaluation split"):
         real.evaluation_frames("train", 6, 80)
+
+
+def test_the_test_split_is_its_own_clips_whole(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path))
+    with pytest.raises(ValueError, match="run scripts/fetch_test_clips.sh"):
+        real.load_real_videos("test")
+    assert real.TEST_CLIPS == ("balle-jbart.mp4", "balle1-vp9.avi", "cityCC0.mpg", "cockatoo.mp4")
+    monkeypatch.setattr(real, "TEST_CLIPS", ("a.avi", "b.avi"))  # fakes in a container MJPG fits
+    folder = tmp_path / "video-data" / "test"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    for name in real.TEST_CLIPS:
+        writer = cv2.VideoWriter(str(folder / name), cv2.VideoWriter_fourcc(*"MJPG"), 10, (160, 120))
+        for _ in range(12):
+            writer.write(rng.integers(0, 256, (120, 160, 3), dtype=np.uint8))
+        writer.release()
+    videos = real.load_real_videos("test", max_side=80)
+    assert [v.name for v in videos] == list(real.TEST_CLIPS)
+    assert all(v.frames.shape == (12, 60, 80, 3) for v in videos)  # whole: nothing trained on them
+    # none of the train / tuning / held-out sources is a test clip
+    assert not set(real.TEST_CLIPS) & {v.name for v in real.load_real_videos("heldout", 96, opencv=False)}

@@ -37,7 +37,9 @@ def call(pipe, seed=0, context=None, **kwargs):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_low_precision_unet_runs_with_right_shapes_counters_and_stop(dtype):
     pipe = pipe_with(dtype=dtype)
-    out = call(pipe, num_frames=6, num_draft_frames=3, schedule="constant", threshold=0.0, strength=0.7)
+    out = call(
+        pipe, num_frames=6, num_draft_frames=3, schedule="constant", threshold=0.0, strength=0.7, metric="ssim"
+    )
     assert out.frames.shape == (6, 3, SIZE, SIZE) and out.frames.dtype == torch.float32
     assert torch.isfinite(out.frames).all()
     stats = out.stats
@@ -55,7 +57,9 @@ def test_stochastic_schedulers_are_reproducible_and_inf_threshold_is_target_mode
     # linear betas: the squared-cosine schedule's last alpha_bar is ~0, an infinite sigma for Euler
     config = dict(default_scheduler("epsilon").config, beta_schedule="linear", **STOCHASTIC[name])
     pipe = pipe_with(getattr(diffusers, name).from_config(config))
-    spec = dict(num_frames=5, num_draft_frames=2, schedule="constant", strength=0.8, num_refine_steps=2)
+    spec = dict(
+        num_frames=5, num_draft_frames=2, schedule="constant", strength=0.8, num_refine_steps=2, metric="ssim"
+    )
     a, b = call(pipe, threshold=0.2, **spec), call(pipe, threshold=0.2, **spec)
     assert torch.equal(a.frames, b.frames)
     assert [s.score for s in a.stats.scored_drafts] == [s.score for s in b.stats.scored_drafts]
@@ -65,16 +69,23 @@ def test_stochastic_schedulers_are_reproducible_and_inf_threshold_is_target_mode
     assert torch.equal(rejected.frames, target.frames)
 
 
-@pytest.mark.parametrize("schedule", ["constant", "heuristic"])
-def test_a_batch_of_videos_equals_each_video_alone(schedule):
+@pytest.mark.parametrize(
+    "schedule, check",
+    [
+        ("constant", {}),  # the default check (typicality, the draft kept): nothing is refined
+        ("heuristic", {}),
+        ("constant", {"metric": "ssim", "threshold": 0.1, "num_refine_steps": 1}),
+        ("heuristic", {"metric": "ssim", "threshold": 0.1, "num_refine_steps": 1}),
+    ],
+)
+def test_a_batch_of_videos_equals_each_video_alone(schedule, check):
     pipe = pipe_with(drafter=FlowDrafter())
     contexts = [context_uint8(seed=s) for s in range(3)]
-    # m = 1: every further stochastic refinement step amplifies the batched-convolution rounding
-    # (below) through the flow drafter's 8-bit input; m > 1 is held to bit-identical reruns of one
-    # video (the stochastic-scheduler test above), not to batching
-    settings = dict(
-        num_frames=7, num_draft_frames=2, schedule=schedule, threshold=0.1, strength=0.6, num_refine_steps=1
-    )
+    # the refine check at m = 1: every further stochastic refinement step amplifies the
+    # batched-convolution rounding (below) through the flow drafter's 8-bit input; m > 1 is held to
+    # bit-identical reruns of one video (the stochastic-scheduler test above), not to batching. The
+    # default check refines nothing, so its default m does not enter.
+    settings = dict(num_frames=7, num_draft_frames=2, schedule=schedule, strength=0.6, **check)
     generators = [torch.Generator().manual_seed(10 + b) for b in range(3)]
     batch = pipe(
         contexts, generator=generators, num_inference_steps=2, output_type="pt", progress=False, **settings

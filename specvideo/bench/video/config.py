@@ -7,7 +7,8 @@ Methods, all on the same clips with the same generator seed per clip (docs/ARCHI
                            the truth is within 1 % of the best n, and every speed-up is against it
     draft-<d>              the drafter alone (mode="draft"), for each drafter
     first-target+<d>       frame 1 by the full sampler, the rest drafted on top of it, all kept
-    refine-all-<d>         every draft refined (m steps at strength s) and kept: tau = -inf, the
+    refine-all-<d>         every draft refined (m steps at strength s) and kept (an SSIM check at
+                           tau = -inf whatever the run's metric: the typicality check refines nothing), the
                            equal-cost baseline of the speculative setting (target-only at N = m is
                            its other one, a target-N row)
     spec-<d>-s<s>-t<tau>   speculative, for each sweep drafter x strength s x threshold tau
@@ -34,7 +35,7 @@ from specvideo.video.inputs import VIDEO_SCHEDULES
 from specvideo.video.metrics import METRICS
 
 FAMILIES = ("target", "draft", "first-target", "refine-all", "speculative")
-SPLITS = ("tuning", "heldout")
+SPLITS = ("tuning", "heldout", "test")  # heldout has been read for decisions: the validation split
 SWEEP_DRAFTERS = ("flow", "learned")
 THRESHOLDS = (0.8, 0.9, 0.95, 0.97, 0.98, 0.99)  # SSIM scores of refined drafts sit near 1
 STRENGTHS = (0.6, 0.8, 1.0)
@@ -190,8 +191,14 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
         for k in (config.num_draft_frames, *config.sweep_draft_frames)
         for m in (config.num_refine_steps, *config.sweep_refine_steps)
     }
+    refined = "ssim" if config.metric == "typicality" else config.metric  # refine-all refines and keeps
     methods += [
-        Method(f"refine-all-{d}{tail}", "refine-all", d, setting(d, -math.inf, D.strength, k, m))
+        Method(
+            f"refine-all-{d}{tail}",
+            "refine-all",
+            d,
+            replace(setting(d, -math.inf, D.strength, k, m), metric=refined),
+        )
         for (k, m), tail in shapes.items()
         for d in sweep
     ]

@@ -20,9 +20,11 @@ import torch
 
 from specvideo.bench.measure import roc_auc, spearman
 from specvideo.bench.video.workloads import BenchClip
+from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import FrameDrafter
 from specvideo.video.metrics import similarity, ssim
 from specvideo.video.pipeline import pad_to_multiple
+from specvideo.video.rounds import typicality
 from specvideo.video.verifier import DiffusionVerifier
 
 POOLED = "all drafters"
@@ -78,13 +80,26 @@ def score_round(
     metric: str,
     seed: int,
     num_refine_steps: int = 1,
+    before: torch.Tensor | None = None,
+    levels: tuple[int, ...] = D.check_levels,
 ) -> list[float]:
     """The pipeline's scores of (k, 3, H, W) ``drafts`` after the true (P, 3, H, W) ``window``
-    (m = ``num_refine_steps`` refinement steps at strength s)."""
+    (m = ``num_refine_steps`` refinement steps at strength s; the typicality check's reference is
+    the window's last frame after ``before``, the (P, 3, H, W) true frames before it)."""
     P, k = window.shape[0], drafts.shape[0]
     windows = torch.stack([torch.cat([window, drafts[:i]])[-P:] for i in range(k)])  # (k, P, 3, H, W)
     noise = torch.stack([_noise(seed, drafts.shape[1:], 2 * i + 1) for i in range(k)])  # (k, 3, H, W)
     cond = verifier.condition(windows.to(verifier.device))
+    if metric == "typicality":
+        device = verifier.device
+        reference = verifier.denoising_error(
+            verifier.condition(before[None].to(device)),
+            window[-1:].to(device),
+            levels,
+            _noise(seed, drafts.shape[1:], 2 * k + 1)[None].to(device),
+        )  # (1, L)
+        error = verifier.denoising_error(cond, drafts.to(device), levels, noise.to(device))  # (k, L)
+        return typicality(reference, error).tolist()
     refined = verifier.refine(
         cond, drafts.to(verifier.device), strength, num_refine_steps, noise.to(verifier.device)
     )
@@ -104,38 +119,47 @@ def true_context_checks(
 ) -> list[LocalCheck]:
     """Every (workload, drafter, strength): rounds of k frames starting at frames 0, k, 2k, ... of
     each clip's true sequence; ``steps[workload]`` is the reference target's N."""
-    P = verifier.num_context_frames
     checks = []
     for workload, clips in workloads.items():
         k = min([k, *(len(c.truth) for c in clips)])  # a round fits in the shortest clip
-        rounds_of = []  # (round seed, true window (P, 3, H, W), truth (k, 3, H, W), target frames)
-        for ci, c in enumerate(clips):
-            # (P + F, 3, H', W'): padded to the UNet's multiple as the pipeline pads (these checks
-            # call the verifier directly); the reflected border is scored with the frame
-            seq = pad_to_multiple(torch.cat([c.context, c.truth]), verifier.size_multiple)
-            for start in range(0, len(c.truth) - k + 1, k):
-                r_seed = seed + 10_000 * ci + start  # distinct for every (clip, start)
-                window, truth = seq[start : start + P], seq[start + P : start + P + k]
-                rounds_of.append(
-                    (r_seed, window, truth, target_rollout(verifier, window, k, steps[workload], r_seed))
-                )
+        rounds_of = [  # (round seed, true window (P, 3, H, W), truth (k, 3, H, W), target frames, before)
+            (r_seed, window, truth, target_rollout(verifier, window, k, steps[workload], r_seed), before)
+            for r_seed, window, truth, before in true_rounds(verifier, clips, k, seed)
+        ]
         pooled = {s: [] for s in strengths}
         for name, drafter in drafters.items():
-            drafts = [drafter.propose(w[None], k)[0].float().cpu() for _, w, _, _ in rounds_of]
+            drafts = [drafter.propose(w[None], k)[0].float().cpu() for _, w, _, _, _ in rounds_of]
             for s in strengths:
                 rounds = [
                     _Round(
-                        score_round(verifier, w, d, s, metric, r_seed, num_refine_steps),
+                        score_round(verifier, w, d, s, metric, r_seed, num_refine_steps, before),
                         ssim(d, truth, data_range=2.0).tolist(),
                         ssim(target, truth, data_range=2.0).tolist(),
                     )
-                    for (r_seed, w, truth, target), d in zip(rounds_of, drafts)
+                    for (r_seed, w, truth, target, before), d in zip(rounds_of, drafts)
                 ]
                 checks.append(_pool(workload, name, s, metric, rounds))
                 pooled[s] += rounds
         if len(drafters) > 1:
             checks += [_pool(workload, POOLED, s, metric, rounds) for s, rounds in pooled.items()]
     return checks
+
+
+def true_rounds(verifier: DiffusionVerifier, clips: list[BenchClip], k: int, seed: int) -> list[tuple]:
+    """Rounds of k frames from the true sequence of every clip, at frames 0, k, 2k, ... after its
+    context: (round seed, window (P, 3, H', W'), truth (k, 3, H', W'), the P frames before the
+    window's last one (the typicality check's reference context)). Frames are padded to the UNet's
+    multiple as the pipeline pads (these checks call the verifier directly); the reflected border is
+    scored with the frame. The clip's context holds P + 1 frames, so every round has its reference."""
+    P, rounds = verifier.num_context_frames, []
+    for ci, c in enumerate(clips):
+        seq = pad_to_multiple(torch.cat([c.context, c.truth]), verifier.size_multiple)  # (P' + F, 3, H', W')
+        offset = len(c.context) - P  # >= 1
+        for start in range(0, len(c.truth) - k + 1, k):
+            at = offset + start
+            r_seed = seed + 10_000 * ci + start  # distinct for every (clip, start)
+            rounds.append((r_seed, seq[at : at + P], seq[at + P : at + P + k], seq[at - 1 : at + P - 1]))
+    return rounds
 
 
 def _pool(workload: str, drafter: str, strength: float, metric: str, rounds: list[_Round]) -> LocalCheck:

@@ -4,13 +4,15 @@ fidelity to the target per method, and the targets the video target is held to a
 - the reference N (by realism) is at least ``MIN_REFERENCE_N``;
 - the reference target beats every drafter on KID and sharpness, and its best-of-K SSIM is at least
   flow's SSIM;
-- the default keeps the target's realism (KID within the reference target's seed-to-seed spread,
-  to the truth and to target-only frames) and >= 98 % of its best-of-K SSIM, at >= 3x CPU wall
-  clock and >= 5x fewer sequential passes;
+- the default is no worse than its parts: KID to the truth at most the better of flow's and the
+  reference target's plus the target's seed-to-seed spread, sharpness over the truth's in
+  [0.7, 1.3], KID to target-only frames within the target's own spread, >= 98 % of the target's
+  best-of-K SSIM, at >= 3x CPU wall clock and >= 5x fewer sequential passes;
 - the check discriminates: pooled over the drafters run at the default setting, Spearman >= 0.5
   between a draft's score and its SSIM to the truth; acceptance in [0.3, 0.97] at the default.
   The same Spearman pooled over every drafter's true-context rounds (``local``: the check alone,
-  without the error a draft inherits from the frames emitted before it) is reported beside it.
+  without the error a draft inherits from the frames emitted before it) is reported beside it;
+  known-bad drafts injected into true-context rounds (``injected``) are rejected >= 90 %.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ KEEP_BEST_OF_K = 0.98
 WALL_SPEEDUP, PASS_SPEEDUP = 3.0, 5.0
 MIN_POOLED_SPEARMAN = 0.5
 ACCEPTANCE_RANGE = (0.3, 0.97)
+SHARPNESS_RANGE = (0.7, 1.3)
+MIN_INJECTED_REJECTED = 0.9
 
 
 def generative_table(results: BenchVideoResults, workload: str) -> str:
@@ -137,7 +141,12 @@ def _default_keeps(results, w, default, g) -> list:
 
 
 KEEP_TARGETS = [  # (short name, target) of a speculative setting against the reference target
-    ("KID↔GT", "the default's KID to the truth is within the target's seed-to-seed spread"),
+    (
+        "KID↔GT",
+        "the default's KID to the truth <= the better of flow's and the target's plus the target's "
+        "seed-to-seed spread",
+    ),
+    ("sharpness", f"the default's sharpness over the truth's in [{SHARPNESS_RANGE[0]:g}, {SHARPNESS_RANGE[1]:g}]"),
     ("KID↔ref", "the default's KID to target-only frames is within the target's own seed-to-seed spread"),
     ("best-of-K", f"the default keeps >= {KEEP_BEST_OF_K:.0%} of the target's best-of-K SSIM"),
     (
@@ -153,10 +162,19 @@ def row_keeps(results: BenchVideoResults, w: str, row: VideoMethodResult) -> lis
     of workload ``w`` (it and the reference target need generative measures)."""
     ref = results.reference(w)
     d, g = results.generative[(w, row.method)], results.generative[(w, ref.method)]
+    flow = results.generative.get((w, "draft-flow"))
+    better = min(g.kid_truth, flow.kid_truth) if flow is not None else g.kid_truth
+    width = g.kid_truth_spread[1] - g.kid_truth_spread[0] if g.kid_truth_spread else 0.0
     return [
         (
-            d.kid_truth <= g.kid_truth_spread[1],
-            f"{d.kid_truth:.1f} vs {_spread(g.kid_truth, g.kid_truth_spread, '{:.1f}')}",
+            d.kid_truth <= better + width,
+            f"{d.kid_truth:.1f} vs {better:.1f} + {width:.1f} (target {_spread(g.kid_truth, g.kid_truth_spread, '{:.1f}')}"
+            + (f", flow {flow.kid_truth:.1f})" if flow is not None else ")"),
+        ),
+        (
+            SHARPNESS_RANGE[0] <= d.sharpness <= SHARPNESS_RANGE[1],
+            f"{d.sharpness:.2f} (target {g.sharpness:.2f}"
+            + (f", flow {flow.sharpness:.2f})" if flow is not None else ")"),
         ),
         (
             None if d.kid_target is None or g.kid_target is None else d.kid_target <= g.kid_target_spread[1],
@@ -234,6 +252,16 @@ def _discrimination(results, w, default) -> list:
             f"{_opt(c.spearman, '{:.3f}')} over {c.num_drafts} drafts at s {c.strength:g}",
         )
         for c in local
+    ]
+    injected = [c for c in results.injected if c.workload == w and c.kind != "truth"]
+    rows += [
+        (
+            w,
+            f"injected bad drafts ({c.kind}) rejected at their first draft >= {MIN_INJECTED_REJECTED:.0%}",
+            c.rejected_first >= MIN_INJECTED_REJECTED,
+            f"{c.rejected_first:.2f} of {c.rounds} rounds (their SSIM to the truth {c.ssim_to_truth:.3f})",
+        )
+        for c in injected
     ]
     return rows + [
         (

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specvideo.bench.report import atomic_write, command_block, fmt_load, replace_section
+from specvideo.bench.video.injected import injected_table
 from specvideo.bench.video.inplace import in_place_table
 from specvideo.bench.video.local import POOLED, local_table
 from specvideo.bench.video.realism_report import (
@@ -238,7 +239,7 @@ def video_section(
     if realism_link:
         lines += [f"![KID against seconds per frame]({Path(realism_link).as_posix()})", ""]
     lines += [to_markdown(results).rstrip(), "", "Targets:", "", format_targets(results), ""]
-    lines += local_section(results) + in_place_section(results)
+    lines += local_section(results) + injected_section(results) + in_place_section(results)
     if split == "tuning":
         row, why = choose_default(results)
         lines += [f"Default chosen on this split by `choose_default`: {why}.", ""]
@@ -258,6 +259,19 @@ def local_section(results: BenchVideoResults) -> list[str]:
         "one drafter's drafts against another's?)."
     )
     return _per_workload(results, intro, lambda w: local_table(results.local_checks, w))
+
+
+def injected_section(results: BenchVideoResults) -> list[str]:
+    """Known-bad drafts against the check (``specvideo.bench.video.injected``)."""
+    if not results.injected:
+        return []
+    intro = (
+        "Known-bad drafts against the check (`specvideo/bench/video/injected.py`): rounds from the true "
+        "context where the drafter's round is replaced by a frozen, shifted, blurred or other clip's round, "
+        f"scored as the pipeline scores a round with the run's check ({results.settings.get('metric')}) at "
+        "the default threshold; a round is rejected when its first draft scores below it."
+    )
+    return _per_workload(results, intro, lambda w: injected_table(results.injected, w))
 
 
 def in_place_section(results: BenchVideoResults) -> list[str]:

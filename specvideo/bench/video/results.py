@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from specvideo.bench.video.generative import GenerativeScore
+from specvideo.bench.video.injected import InjectedCheck
 from specvideo.bench.video.local import LocalCheck
 from specvideo.bench.video.methods import RuntimeEstimate
 from specvideo.bench.video.scoring import VideoMethodResult
@@ -25,6 +26,7 @@ class BenchVideoResults:
     generative: dict[tuple[str, str], GenerativeScore] = field(default_factory=dict)
     # per workload: (Spearman, drafts, rows) of the check pooled over the drafters at the default setting
     pooled_check: dict[str, tuple] = field(default_factory=dict)
+    injected: list[InjectedCheck] = field(default_factory=list)  # known-bad drafts against the check
 
     @property
     def workloads(self) -> list[str]:
@@ -60,5 +62,6 @@ class BenchVideoResults:
                 {"workload": w, "method": m, **asdict(score)} for (w, m), score in self.generative.items()
             ],
             "pooled_check": self.pooled_check,
+            "injected": [asdict(c) for c in self.injected],
             "targets": [asdict(c) for c in targets or []],
         }

@@ -27,6 +27,7 @@ from specvideo.bench.video.generative import (
     score_generative,
     truth_record,
 )
+from specvideo.bench.video.injected import injected_checks
 from specvideo.bench.video.inplace import in_place_ssim
 from specvideo.bench.video.local import true_context_checks
 from specvideo.bench.video.methods import estimate_runtime, measure_costs, run_method
@@ -42,6 +43,7 @@ from specvideo.bench.video.scoring import (
 from specvideo.bench.video.workloads import load_workloads
 from specvideo.paths import shipped, shown_path
 from specvideo.video.config import VIDEO_DEFAULTS as D
+from specvideo.video.config import default_threshold
 from specvideo.video.drafters import FrameDrafter, LearnedDrafter, make_drafter
 from specvideo.video.pipeline import SpeculativeVideoPipeline
 
@@ -63,7 +65,7 @@ def run_benchmark(
     pipe, model_dir = _load_pipeline(config, pipe)
     machine = machine_info(pipe.device, packages=("diffusers",))  # load average at the start
     P = pipe.verifier.num_context_frames
-    workloads = load_workloads(config, P)
+    workloads = load_workloads(config, P + 1)  # P + 1: the typicality check's reference frame
     if not any(workloads.values()):
         raise ValueError("the workloads hold no clips")
     drafters, notes = _drafters(config, pipe, model_dir)
@@ -97,6 +99,16 @@ def run_benchmark(
         config.seed,
         config.num_refine_steps,
     )
+    injected = injected_checks(
+        pipe.verifier,
+        workloads,
+        config.metric,
+        default_threshold(config.metric),
+        config.num_draft_frames,
+        D.strength,
+        config.num_refine_steps,
+        config.seed,
+    )
     rows = [
         row
         for w in workloads
@@ -110,7 +122,9 @@ def run_benchmark(
         m.name for m in methods if m.family == "speculative" and m.setting == _at_default(m.setting)
     ]
     pooled = {w: pooled_spearman(run.records, w, pooled_rows) for w in workloads}
-    return BenchVideoResults(rows, clip_names, settings, machine, estimate, notes, local, generative, pooled)
+    return BenchVideoResults(
+        rows, clip_names, settings, machine, estimate, notes, local, generative, pooled, injected
+    )
 
 
 def _at_default(setting):

@@ -18,11 +18,11 @@ import numpy as np
 import torch
 
 from specvideo.bench.video.config import BenchVideoConfig
-from specvideo.video.data import HELDOUT_SEEDS, TUNING_SEEDS, heldout_synthetic
+from specvideo.video.data import HELDOUT_SEEDS, TEST_SEEDS, TUNING_SEEDS, heldout_synthetic
 from specvideo.video.io import frames_to_tensor, read_video, short_warning
 from specvideo.video.real import RealVideo, load_real_videos
 
-SPLIT_SEEDS = {"tuning": TUNING_SEEDS, "heldout": HELDOUT_SEEDS}
+SPLIT_SEEDS = {"tuning": TUNING_SEEDS, "heldout": HELDOUT_SEEDS, "test": TEST_SEEDS}
 
 
 def _read_clip(path: str, max_side: int) -> RealVideo:
