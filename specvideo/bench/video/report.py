@@ -28,9 +28,13 @@ KEEP_QUALITY = 0.98  # the default keeps this share of the reference target's SS
 WALL_SPEEDUP, PASS_SPEEDUP = 1.5, 3.0
 MIN_AUC, MIN_SPEARMAN = 0.8, 0.4
 ACCEPTANCE_RANGE = (0.3, 0.97)
-SECTION = {"heldout": "## Video", "tuning": "## Video: tuning split"}
-PLOT = {"heldout": "video_pareto.png", "tuning": "video_pareto_tuning.png"}
-REALISM_PLOT = {"heldout": "video_realism.png", "tuning": "video_realism_tuning.png"}
+SECTION = {"heldout": "## Video", "tuning": "## Video: tuning split", "test": "## Video: test split"}
+PLOT = {"heldout": "video_pareto.png", "tuning": "video_pareto_tuning.png", "test": "video_pareto_test.png"}
+REALISM_PLOT = {
+    "heldout": "video_realism.png",
+    "tuning": "video_realism_tuning.png",
+    "test": "video_realism_test.png",
+}
 
 
 @dataclass(frozen=True)
@@ -311,7 +315,11 @@ def _notes(results: BenchVideoResults) -> list[str]:
     d = s["default_setting"]
     split = s.get("split", "heldout")
     seeds = SPLIT_SEEDS[split]
-    frames = "85–100 %" if split == "heldout" else "70–85 %"
+    frames = {
+        "heldout": "whole frames 85–100 % of every real clip (training used frames 0–70 % and other seeds)",
+        "tuning": "whole frames 70–85 % of every real clip (training used frames 0–70 % and other seeds)",
+        "test": "the test split's own clips, whole (footage nothing trained, tuned or validated on)",
+    }[split]
     workloads = ", ".join(f"{len(names)} {w}" for w, names in results.clips.items())
     return [
         f"- Machine: {m['processor']}, {m['cpu_count']} cores (torch threads: {m['torch_threads']}), "
@@ -322,9 +330,9 @@ def _notes(results: BenchVideoResults) -> list[str]:
         f"{s['context_frames']} context frames, hint {s['hint']}, residual {s['residual']}, context noise level "
         f"{s.get('context_noise_level', 0)}, {s['scheduler']}), run at each clip's own resolution.",
         f"- Split **{split}**: {workloads} clips; synthetic: seeds {seeds.start}.., {s['synthetic_size']} px square; "
-        f"real: whole frames {frames} of every real clip (training used frames 0–70 % and other seeds), longer side "
-        f"{s['max_side']} px, consecutive windows taken round-robin over the clips. Each clip is {s['context_frames']} "
-        f"context frames then {s['num_frames']} generated frames; every stochastic method runs {s['num_seeds']} seeds "
+        f"real: {frames}, longer side {s['max_side']} px, consecutive windows taken round-robin over the clips. "
+        f"Each clip is {s['context_frames'] + 1} context frames (the last {s['context_frames']} condition the "
+        "model; the one before them conditions the typicality check's reference frame) then {s['num_frames']} generated frames; every stochastic method runs {s['num_seeds']} seeds "
         f"per clip (seed k of clip i: {s['seed']} + i + 100003 k, the same for every method; the drafters alone run once); "
         "times and per-draft figures come from seed 0.",
         f"- Target-only at N ∈ {{{', '.join(map(str, s['target_steps']))}}}; the reference target is the cheapest N "
