@@ -1,22 +1,13 @@
 """One source of defaults for video generation: the API, the CLI and the app read them from here.
 
-Chosen on the *tuning* split for the shipped sampler (issue #26; docs/BENCHMARKS.md "Video: tuning
-split"): DDPM with N = 8 full-sampler steps for the corrections (DDIM needed N = 16 for the realism
-DDPM reaches at 8 on 16-frame tuning rollouts: KID 117 vs 107 on shapes), flow drafts, k = 4 a
-round, each draft's check re-noising it to t = 0.6 (T - 1) and denoising it in m = 3 DDPM steps
-(an SDEdit sample, where one step returns the blurry posterior mean), accepted at SSIM >= 0.9 to
-its refinement. The rule (`choose_default`): of the settings of the tuning sweep run with the
-held-out protocol (target N 1-16, 4 seeds; flow, s 0.6, tau 0.9 / 0.95 x m 2 / 3 / 4, and the
-other drafters at tau 0.9; 3 synthetic + 3 real clips, 16 frames), the one that reaches the most of
-the default's targets summed over both workloads (KID to the truth and to target-only frames within
-the target's seed-to-seed spread, >= 98 % of its best-of-K SSIM, >= 3x wall clock, >= 5x fewer
-passes, acceptance in [0.3, 0.97]), ties by wall clock: m 3, tau 0.9, 7 of 12 (shapes KID x 1000
-88 [78-96] against the reference N 4's 96 [62-141], 1.6x wall clock, 5.1x fewer passes; real 118
-against N 8's 103 [102-105], 4.0x, 14.2x). No setting reaches 3x on shapes against N 4 (m refine
-steps in batches of 4 cost ~0.7 m single passes a frame on this CPU), and no flow setting keeps the
-real clips' realism (the flow draft itself is at 114). The previous default, m 4, reached 5. On
-the held-out split (docs/BENCHMARKS.md "Video"; reference N 8 on both workloads) m 3, tau 0.9 keeps
-the target's realism at 3.8x / 3.6x its wall clock and 7.8x / 14.2x fewer passes.
+Since issue #39 the check is a typicality test (``metric="typicality"``, tau 0.33: the rule below)
+and an accepted frame is the draft itself; on the tuning and validation splits keeping the draft
+beat keeping its refinement on KID and sharpness (docs/BENCHMARKS.md "Video: the typicality
+check"). The other settings were chosen on the tuning split for the shipped sampler (issue #26;
+docs/BENCHMARKS.md "Video: tuning split"): DDPM with N = 8 full-sampler steps for the corrections,
+flow drafts, k = 4 a round; s = 0.6 and m = 3 are the refine checks' (``metric="ssim"`` / "psnr":
+the draft re-noised to t = 0.6 (T - 1) and denoised in m DDPM steps, accepted at SSIM >= 0.9 to
+that refinement, the refinement kept), the default before #39.
 """
 
 from __future__ import annotations
