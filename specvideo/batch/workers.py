@@ -57,8 +57,8 @@ class VideoWorker:
     def _context(self, item: VideoItem, max_side: int):
         from specvideo.video.io import read_context
 
-        P = self.pipe.verifier.num_context_frames
-        return read_context(item.path, P, max_side)
+        P = self.pipe.verifier.num_context_frames  # P + 1 when there: the check's reference frame
+        return read_context(item.path, P + 1, max_side, minimum=P)
 
     def _generate(self, loaded, settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
         import torch

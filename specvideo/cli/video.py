@@ -121,11 +121,12 @@ def run(args: argparse.Namespace) -> int:
         context = moving_shapes(HELDOUT_SEEDS[args.seed], P, min(args.max_side, DEMO_SIZE))
         clip = VideoClip(context, VIDEO_DEFAULTS.fps)
     else:
-        # Only the last P frames are kept, downscaled on decode: memory stays bounded for any input.
-        clip = read_context(args.input, P, args.max_side)
+        # Only the last P + 1 frames are kept (P condition the model, the one before them the
+        # typicality check's reference), downscaled on decode: memory stays bounded for any input.
+        clip = read_context(args.input, P + 1, args.max_side, minimum=P)
         if warning := short_warning(args.input, clip):
             print(warning, file=sys.stderr)
-    context = clip.frames[-P:]
+    context = clip.frames[-(P + 1) :]
     out = pipe(
         context,
         **settings(args),

@@ -123,17 +123,21 @@ def read_video(
     )
 
 
-def read_context(path: str | os.PathLike, num_frames: int, max_side: int | None) -> VideoClip:
+def read_context(
+    path: str | os.PathLike, num_frames: int, max_side: int | None, minimum: int | None = None
+) -> VideoClip:
     """The last ``num_frames`` frames of a video to continue, downscaled on decode to ``max_side``.
 
     A damaged file that decodes fewer frames than its metadata lists is continued when at least
-    ``num_frames`` decode (``short_warning`` says so); fewer is a VideoReadError naming both counts.
+    ``minimum`` (default ``num_frames``) decode (``short_warning`` says so); fewer is a
+    VideoReadError naming both counts.
     """
+    minimum = num_frames if minimum is None else minimum
     clip = read_video(path, max_frames=num_frames, from_end=True, max_side=max_side, strict=False)
-    if clip.num_frames < num_frames:
+    if clip.num_frames < minimum:
         listed = f" (its metadata lists {clip.listed})" if clip.short else ""
         raise VideoReadError(
-            f"{path} has {clip.num_frames} frame(s){listed}; the model needs {num_frames} context frames"
+            f"{path} has {clip.num_frames} frame(s){listed}; the model needs {minimum} context frames"
         )
     return clip
 
