@@ -80,7 +80,9 @@ def pipeline_for(drafter: str) -> SpeculativeVideoPipeline:
 
 
 def read_context(path: str, num_context: int, config: AppConfig) -> VideoClip:
-    """The last ``num_context`` frames of a video (the file is decoded, only those frames are kept)."""
+    """The last ``num_context`` + 1 frames of a video, or ``num_context`` where it has no more (the
+    typicality check's reference is the clip's own last frame given the ``num_context`` before it);
+    the file is decoded, only those frames are kept."""
     try:
         info = probe_video(path)
         check(
@@ -88,7 +90,7 @@ def read_context(path: str, num_context: int, config: AppConfig) -> VideoClip:
             f"the video is {info.width}x{info.height}; the demo takes at most {config.max_pixels} pixels per frame",
         )
         # strict=False: a damaged file that still decodes the context frames is continued, with a warning
-        clip = read_video(path, max_frames=num_context, from_end=True, max_side=D.max_side, strict=False)
+        clip = read_video(path, max_frames=num_context + 1, from_end=True, max_side=D.max_side, strict=False)
     except gr.Error:  # a ValueError too
         raise
     except ValueError as err:  # the user's file name, not the server's upload path

@@ -21,7 +21,8 @@ def add(kinds) -> None:
         "video",
         help="speculative video against target-only at several N, draft-only, refine-all and first-frame routing",
         description="Every method on the same clips and seeds in one process; a tau x s sweep per drafter. "
-        "Choose settings with --split tuning, report them with --split heldout.",
+        "Choose settings with --split tuning, check them with --split heldout (the validation split), "
+        "report them once with --split test.",
     )
     v.add_argument(
         "--model", metavar="DIR", default=d.model, help="pipeline directory (default: models/video)"
@@ -50,7 +51,7 @@ def add(kinds) -> None:
             f"draft-only baselines, a comma-separated subset of {','.join(DRAFTERS)}",
         ),
         ("--sweep-drafters", names, d.sweep_drafters, "drafters of the tau x s sweep"),
-        ("--thresholds", floats, d.thresholds, "tau values to sweep"),
+        ("--thresholds", floats, (), "tau values to sweep (default: a sweep around the metric's default)"),
         ("--strengths", floats, d.strengths, "s values to sweep"),
         ("--target-steps", ints, d.target_steps, "N values of the target-only rows"),
         (

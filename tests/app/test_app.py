@@ -73,6 +73,16 @@ def test_text_sampling_is_reproducible_by_seed(client):
     assert first == again and generated_text(first) != generated_text(other)
 
 
+def test_video_context_keeps_one_frame_more_for_the_checks_reference(tmp_path):
+    from specvideo.app.config import AppConfig
+    from specvideo.app.video_tab import read_context
+
+    long = write_video(moving_shapes(7, 6, 40), tmp_path / "long.mp4", fps=10)
+    short = write_video(moving_shapes(7, 2, 40), tmp_path / "short.mp4", fps=10)
+    assert read_context(str(long), 2, AppConfig()).num_frames == 3  # P + 1: the real reference frame
+    assert read_context(str(short), 2, AppConfig()).num_frames == 2  # P still suffices
+
+
 @pytest.mark.parametrize(
     "kwargs,message",
     [

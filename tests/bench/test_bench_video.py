@@ -181,6 +181,16 @@ def test_sampling_methods_need_their_n():
     )
 
 
+@pytest.mark.parametrize("metric", ["typicality", "ssim", "psnr"])
+def test_the_default_sweep_is_around_the_metrics_own_default(metric):
+    from specvideo.bench.video.config import THRESHOLD_SWEEPS, BenchVideoConfig
+    from specvideo.video.config import default_threshold
+
+    sweep = BenchVideoConfig(metric=metric).thresholds
+    assert sweep == THRESHOLD_SWEEPS[metric] and min(sweep) <= default_threshold(metric) <= max(sweep)
+    assert BenchVideoConfig(metric=metric, thresholds=(0.5,)).thresholds == (0.5,)
+
+
 def test_default_setting_added_when_the_sweep_misses_it():
     cfg = config(thresholds=(0.5,), strengths=(0.6,))
     methods = build_methods(cfg, ("copy", "flow"))

@@ -97,3 +97,17 @@ def test_each_metric_has_its_default_threshold_and_range():
         pipe(context_uint8(), num_frames=1, threshold=-0.5, progress=False)
     ssim = pipe(context_uint8(), num_frames=2, metric="ssim", progress=False)  # tau 0.9, refined frames
     assert all(-1 <= s.score <= 1 for s in ssim.stats.scored_drafts)
+
+
+@pytest.mark.parametrize("kind", ["sample", "epsilon", "v_prediction"])
+def test_the_denoising_error_reads_every_prediction_type_as_x0(kind):
+    # a model that predicts the truth exactly, in each parameterisation, gives back x0 itself
+    verifier = DiffusionVerifier(tiny_unet(), make_scheduler("ddpm", kind))
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.rand(3, 3, SIZE, SIZE, generator=g) * 2 - 1
+    noise = torch.randn(3, 3, SIZE, SIZE, generator=g)
+    t = torch.tensor([50, 300, 900])
+    sample = verifier._noiser.add_noise(x0, noise, t)
+    alpha = verifier._noiser.alphas_cumprod[t][:, None, None, None]
+    output = {"sample": x0, "epsilon": noise, "v_prediction": alpha.sqrt() * noise - (1 - alpha).sqrt() * x0}
+    torch.testing.assert_close(verifier._as_x0(output[kind], sample, t), x0, atol=1e-4, rtol=1e-4)

@@ -37,7 +37,11 @@ from specvideo.video.metrics import METRICS
 FAMILIES = ("target", "draft", "first-target", "refine-all", "speculative")
 SPLITS = ("tuning", "heldout", "test")  # heldout has been read for decisions: the validation split
 SWEEP_DRAFTERS = ("flow", "learned")
-THRESHOLDS = (0.8, 0.9, 0.95, 0.97, 0.98, 0.99)  # SSIM scores of refined drafts sit near 1
+THRESHOLD_SWEEPS = {  # tau values swept by default, per metric, around each metric's default
+    "typicality": (0.2, 0.33, 0.5, 1.0),  # e(real) / e(draft): 1 is as typical as the real frame
+    "ssim": (0.8, 0.9, 0.95, 0.97, 0.98, 0.99),  # SSIM scores of refined drafts sit near 1
+    "psnr": (25.0, 30.0, 35.0, 40.0),
+}
 STRENGTHS = (0.6, 0.8, 1.0)
 TARGET_STEPS = (1, 2, 4, 8, 16)
 REFERENCE_WITHIN = 0.01  # SSIM rule (kept for the distortion tables): the cheapest N within 1 % of the best
@@ -89,7 +93,7 @@ class BenchVideoConfig:
     clips: tuple[str, ...] = ()
     drafters: tuple[str, ...] = DRAFTERS
     sweep_drafters: tuple[str, ...] = SWEEP_DRAFTERS
-    thresholds: tuple[float, ...] = THRESHOLDS
+    thresholds: tuple[float, ...] = ()  # empty: THRESHOLD_SWEEPS[metric]
     strengths: tuple[float, ...] = STRENGTHS
     target_steps: tuple[int, ...] = TARGET_STEPS
     metric: str = D.metric
@@ -105,6 +109,8 @@ class BenchVideoConfig:
     report: str = "docs/BENCHMARKS.md"
 
     def __post_init__(self) -> None:
+        if not self.thresholds and self.metric in THRESHOLD_SWEEPS:
+            object.__setattr__(self, "thresholds", THRESHOLD_SWEEPS[self.metric])
         for name in ("clips", "drafters", "sweep_drafters", "thresholds", "strengths", "target_steps"):
             object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
         for name, base in (
