@@ -1,7 +1,7 @@
 """Candidate check scores, measured against the target in each draft's place (a diagnostic).
 
 Runs the default speculative setting (flow drafts, k 4, s 0.8, tau from --threshold) on one split's
-clips, rebuilds every scored draft's window (``specvideo.bench.video.inplace``), makes the
+clips, rebuilds every scored draft's window (``benchmarks.video.inplace``), makes the
 reference target's frame (N = 1) in its place, and prints for each candidate score the ROC-AUC of
 "score < tau" for drafts below that frame and the Spearman of the score with the draft's SSIM and
 with its margin over that frame. The candidates: SSIM / PSNR of the draft against its one-step
@@ -20,9 +20,9 @@ import argparse
 import numpy as np
 import torch
 
-from specvideo.bench.measure import roc_auc, spearman
-from specvideo.bench.video import BenchVideoConfig, load_workloads
-from specvideo.bench.video.inplace import draft_windows, target_in_place
+from benchmarks.measure import roc_auc, spearman
+from benchmarks.video import BenchVideoConfig, load_workloads
+from benchmarks.video.inplace import draft_windows, target_in_place
 from specvideo.paths import shipped
 from specvideo.video.drafters import make_drafter
 from specvideo.video.metrics import psnr, ssim

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+
+# the top of a checkout: the package's parent folder, holding models/, benchmarks/ and recipes/
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def models_dir() -> Path:
     env = os.environ.get("SPECVIDEO_MODELS")
-    return Path(env) if env else Path(__file__).resolve().parents[1] / "models"
+    return Path(env) if env else CHECKOUT / "models"
+
+
+def add_checkout_to_path() -> bool:
+    """Make ``benchmarks`` and ``recipes`` importable when the package runs from a checkout (they
+    sit beside it, outside the installed package); False for an installed package without them."""
+    if not (CHECKOUT / "benchmarks" / "__init__.py").is_file():
+        return False
+    if str(CHECKOUT) not in sys.path:
+        sys.path.append(str(CHECKOUT))
+    return True
 
 
 def shown_path(path: Path | None) -> str | None:

@@ -57,3 +57,26 @@ def test_cli_choices_come_from_the_config_tuples(argv, bad, capsys):
     with pytest.raises(SystemExit) as exit:
         build_parser().parse_args(argv)
     assert exit.value.code == 2 and f"invalid choice: '{bad}'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("module", ["specvideo.bench", "specvideo.training"])
+def test_benchmarks_and_recipes_are_not_in_the_package(module):
+    run = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and "ModuleNotFoundError" in run.stderr
+
+
+def test_bench_and_train_run_from_a_checkout_and_say_so_without_one(capsys):
+    """A pip-installed package lacks benchmarks/ and recipes/: the commands stay and say why."""
+    from specvideo.cli import CHECKOUT_COMMANDS, UsageError, add_checkout_commands, main
+    from specvideo.cli.common import Parser
+
+    parser = Parser(prog="specvideo")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    add_checkout_commands(commands, [(name, f"absent_{module}", help) for name, module, help in CHECKOUT_COMMANDS])
+    args = parser.parse_args(["bench", "text", "--repeats", "2"])
+    with pytest.raises(UsageError, match="runs from a checkout of the specvideo repository: its absent_benchmarks/"):
+        args.run(args)
+    for argv in (["bench", "text", "--help"], ["bench", "video", "--help"], ["train", "--help"]):
+        with pytest.raises(SystemExit) as exit:  # this checkout has them: the real commands
+            main(argv)
+        assert exit.value.code == 0 and "(from a checkout" not in capsys.readouterr().out

@@ -4,24 +4,22 @@ with code 2 (usage) or 1 (internal, SPECVIDEO_DEBUG=1 shows the traceback)."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
 
-from specvideo.cli import (
-    batch,
-    bench_batch,
-    bench_serve,
-    bench_text,
-    bench_video,
-    chat,
-    serve,
-    text,
-    train,
-    video,
-)
+from specvideo.cli import batch, chat, serve, text, video
 from specvideo.cli.common import Parser, UsageError, quiet_libraries
 from specvideo.errors import one_line
+from specvideo.paths import add_checkout_to_path
+
+# commands whose code lives beside the package, in a checkout of the repository, not in a
+# pip-installed specvideo: the command, the module that registers it, its help
+CHECKOUT_COMMANDS = (
+    ("bench", "benchmarks.cli", "side-by-side benchmarks (results in docs/BENCHMARKS.md)"),
+    ("train", "recipes.cli", "the recipes that produced the shipped weights"),
+)
 
 __all__ = ["UsageError", "build_parser", "main", "quiet_libraries"]
 
@@ -33,15 +31,35 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add(commands)
     serve.add(commands)
     video.add(commands)
-    bench = commands.add_parser("bench", help="side-by-side benchmarks (results in docs/BENCHMARKS.md)")
-    kinds = bench.add_subparsers(dest="bench", metavar="KIND", required=True, parser_class=Parser)
-    bench_text.add(kinds)
-    bench_video.add(kinds)
-    bench_batch.add(kinds)
-    bench_serve.add(kinds)
     batch.add(commands)
-    train.add(commands)
+    add_checkout_commands(commands, CHECKOUT_COMMANDS)
     return parser
+
+
+def add_checkout_commands(commands, checkout_commands) -> None:
+    """Register ``specvideo bench`` and ``specvideo train`` from their folders beside the package;
+    where those are absent (a pip-installed package) the command stays, and says where it runs."""
+    add_checkout_to_path()
+    for name, module, help in checkout_commands:
+        try:
+            importlib.import_module(module).add(commands)
+        except ModuleNotFoundError as err:
+            if err.name is None or not module.startswith(err.name):
+                raise
+            stub = commands.add_parser(name, help=f"{help} (from a checkout of the repository)")
+            stub.add_argument("args", nargs=argparse.REMAINDER)
+            stub.set_defaults(run=_needs_checkout(name, module))
+
+
+def _needs_checkout(name: str, module: str):
+    def run(args) -> int:
+        folder = module.split(".")[0]
+        raise UsageError(
+            f"specvideo {name} runs from a checkout of the specvideo repository: its {folder}/ folder "
+            "is not part of the installed package (clone the repository, then pip install -e .)"
+        )
+
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -188,7 +188,7 @@ def test_head_files_round_trip_and_refusals(tmp_path):
 
 
 def test_chain_acceptance_on_stored_replies_counts_each_position():
-    from specvideo.training.head import chain_acceptance
+    from recipes.head import chain_acceptance
 
     target = tiny_llama(64, seed=11, layers=1)
     rows = []

@@ -57,7 +57,7 @@ def test_a_narrowed_head_keeps_the_strongest_units_and_its_files_load_back(tmp_p
 
 
 def test_a_qwen_head_trains_with_the_training_time_test():
-    from specvideo.training.head import collate, head_loss
+    from recipes.head import collate, head_loss
 
     target = tiny_qwen(layers=2, seed=8)
     head = DraftHead.from_target(target, init_layer=1, intermediate_size=16)

@@ -72,7 +72,7 @@ def test_residual_pipeline_round_trips(tmp_path):
 def test_true_context_check_accepts_the_warp_and_flags_a_copy():
     """An untrained residual verifier returns the flow warp: on a round drafted from the true context
     it scores the flow drafter's first draft 1 and a copy of the last frame (the square moves) lower."""
-    from specvideo.bench.video.local import score_round
+    from benchmarks.video.local import score_round
     from specvideo.video.drafters import CopyLastDrafter
 
     verifier, context = residual_verifier(), window()[0]  # (P, 3, H, W)

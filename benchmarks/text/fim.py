@@ -1,0 +1,94 @@
+"""Fill-in-the-middle prompts for the code pair's benchmark, cut from real source files.
+
+Candidates are the functions (and methods of top-level classes) of the Python files of a few
+installed packages that specvideo's dependencies bring (``FIM_PACKAGES``; never the standard
+library, whose held-out modules are the SmolLM2 benchmark's prompts), in sorted file and line
+order. A function with enough code lines is cut into a prefix (its ``def`` line through the
+docstring and ``prefix_lines`` code lines of the body), a hidden middle (the next ``middle_lines``
+lines: what the model should write) and a suffix (up to ``suffix_lines`` lines after it). Even
+candidates are the tuning split, odd ones the held-out split; ``n`` are taken evenly spaced. The
+packages' versions are part of the source names, so a report says which files it cut.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+from pathlib import Path
+
+from benchmarks.text.config import SPLITS
+from benchmarks.text.prompts import BenchPrompt, evenly_spaced, file_functions
+
+FIM_PACKAGES = ("click", "jinja2", "packaging", "tqdm")
+PREFIX_LINES, MIDDLE_LINES, SUFFIX_LINES, MAX_FUNCTION_LINES = 2, 3, 8, 60
+
+
+def fim_prompts(
+    split: str = "heldout", n: int = 0, packages: tuple[str, ...] = FIM_PACKAGES
+) -> list[BenchPrompt]:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    candidates = [p for pkg in packages for p in _package_prompts(pkg)]
+    return evenly_spaced(candidates[0::2] if split == "tuning" else candidates[1::2], n)
+
+
+def _package_prompts(package: str) -> list[BenchPrompt]:
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"the fill-in-the-middle prompts need the installed package {package!r}")
+    root = Path(spec.origin).parent
+    version = importlib.metadata.version(package)
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        if "test" in path.relative_to(root).as_posix():
+            continue
+        out += _file_prompts(path, f"{package}-{version}/{path.relative_to(root).as_posix()}")
+    return out
+
+
+def _file_prompts(path: Path, name: str) -> list[BenchPrompt]:
+    parsed = file_functions(path)
+    if parsed is None:
+        return []
+    lines, functions = parsed
+    out = []
+    for fn in sorted((node for _, node in functions), key=lambda f: f.lineno):
+        cut = _cut(fn, lines)
+        if cut is not None:
+            prefix, suffix = cut
+            out.append(BenchPrompt(prefix, f"{name}:{fn.lineno} {fn.name}", "fim", suffix=suffix))
+    return out
+
+
+def _cut(fn, lines: list[str]) -> tuple[str, str] | None:
+    """(prefix, suffix) around a hidden middle of MIDDLE_LINES lines, or None if the function is
+    too short, too long or starts its body on the ``def`` line."""
+    body = fn.body
+    has_doc = (
+        isinstance(body[0], ast.Expr)
+        and isinstance(getattr(body[0], "value", None), ast.Constant)
+        and isinstance(body[0].value.value, str)
+    )
+    rest = body[1:] if has_doc else body
+    if (
+        not rest
+        or rest[0].lineno <= fn.lineno
+        or fn.end_lineno is None
+        or fn.end_lineno - fn.lineno > MAX_FUNCTION_LINES
+    ):
+        return None
+    code = [
+        i
+        for i in range(rest[0].lineno - 1, fn.end_lineno)
+        if lines[i].strip() and not lines[i].strip().startswith("#")
+    ]
+    if len(code) < PREFIX_LINES + MIDDLE_LINES + 2:
+        return None
+    gap = code[PREFIX_LINES]  # the first hidden line
+    after = gap + MIDDLE_LINES
+    prefix = "\n".join(line.rstrip() for line in lines[fn.lineno - 1 : gap]) + "\n"
+    suffix = (
+        "\n".join(line.rstrip() for line in lines[after : min(fn.end_lineno, after + SUFFIX_LINES)]) + "\n"
+    )
+    return prefix, suffix

@@ -1,0 +1,136 @@
+"""Known-bad drafts injected into the check: does it say no?
+
+Each clip is cut into rounds of k frames that start from true frames (``local.true_rounds``); in
+place of the drafter's round the check scores a known-bad one, exactly as the pipeline scores a
+round (draft i conditioned on the true context plus the bad drafts before it):
+
+    frozen    the last true frame repeated: the video stops
+    shifted   the flow drafter's round moved by 1/16 of the frame (wrapped around)
+    blurred   the flow drafter's round under a Gaussian blur of sigma = max(1, W / 64) pixels
+    other     another clip's true frames at the same positions, resized to this clip's frames
+
+Beside them the true frames themselves (``truth``): how often the check rejects real footage, and the
+5th percentile of their scores (the typicality threshold's rule: accept 95 % of true frames, chosen
+on the tuning split).
+
+A bad round is rejected when its first draft scores below tau (the pipeline then corrects that frame
+and drops the round); ``rejected_any`` counts the rounds with any draft below tau. The bad drafts'
+SSIM to the truth stands beside each rate: a frozen round of a still scene is not wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+
+from benchmarks.video.local import score_round, true_rounds
+from benchmarks.video.workloads import BenchClip
+from specvideo.video.drafters import FlowDrafter
+from specvideo.video.metrics import ssim
+from specvideo.video.verifier import DiffusionVerifier
+
+KINDS = ("frozen", "shifted", "blurred", "other")
+TRUTH = "truth"  # the true frames, scored as a round: the check's false rejections of real footage
+
+
+@dataclass
+class InjectedCheck:
+    """One kind of bad draft on one workload, over its true-context rounds."""
+
+    workload: str
+    kind: str
+    rounds: int
+    rejected_first: float  # share of rounds whose first bad draft scored below tau
+    rejected_any: float  # share of rounds with any bad draft below tau
+    ssim_to_truth: float  # mean SSIM of the bad drafts to the true frames
+    score: float  # median score of the first bad drafts
+    q05: float  # 5th percentile of the scores of every draft of the rounds
+
+
+def bad_round(
+    kind: str, window: torch.Tensor, flow: torch.Tensor, other: torch.Tensor, truth: torch.Tensor
+) -> torch.Tensor:
+    """(k, 3, H, W) bad drafts of ``kind`` after the true (P, 3, H, W) window; ``flow``: the flow
+    drafter's round; ``other``: another clip's frames (k, 3, h, w); ``truth``: the true round."""
+    k, _, H, W = flow.shape
+    if kind == TRUTH:
+        return truth
+    if kind == "frozen":
+        return window[-1:].expand(k, -1, -1, -1).clone()
+    if kind == "shifted":
+        return torch.roll(flow, shifts=(max(1, H // 16), max(1, W // 16)), dims=(-2, -1))
+    if kind == "blurred":
+        frames = rearrange(flow.float().cpu().numpy(), "k c h w -> k h w c")
+        blurred = np.stack([cv2.GaussianBlur(f, (0, 0), max(1.0, W / 64)) for f in frames])
+        return torch.from_numpy(rearrange(blurred, "k h w c -> k c h w")).to(flow)
+    if kind == "other":
+        return F.interpolate(other.float(), size=(H, W), mode="area")
+    raise ValueError(f"unknown bad draft {kind!r}; choose one of {KINDS}")
+
+
+def injected_checks(
+    verifier: DiffusionVerifier,
+    workloads: dict[str, list[BenchClip]],
+    metric: str,
+    threshold: float,
+    k: int,
+    strength: float,
+    num_refine_steps: int,
+    seed: int = 0,
+) -> list[InjectedCheck]:
+    """Every (workload, kind of bad draft, and the truth): the check's rejections at ``threshold``."""
+    flow, checks = FlowDrafter(), []
+    for workload, clips in workloads.items():
+        k_w = min([k, *(len(c.truth) for c in clips)])
+        rounds = true_rounds(verifier, clips, k_w, seed)
+        owner = [ci for ci, c in enumerate(clips) for _ in range(0, len(c.truth) - k_w + 1, k_w)]
+        # another clip for each: the next one of this workload, or of the run when it has only one
+        pool = clips + [c for w, cs in workloads.items() if w != workload for c in cs]
+        for kind in (TRUTH, *KINDS):
+            first, any_, similar, scores, every = [], [], [], [], []
+            for (r_seed, window, truth, before), ci in zip(rounds, owner):
+                other = pool[(ci + 1) % len(pool)].truth[:k_w]
+                if kind == "other" and len(pool) == 1:
+                    continue  # no other clip in the run
+                drafts = bad_round(kind, window, flow.propose(window[None], k_w)[0].float(), other, truth)
+                s = score_round(
+                    verifier, window, drafts, strength, metric, r_seed, num_refine_steps, before
+                )
+                first.append(s[0] < threshold)
+                any_.append(min(s) < threshold)
+                scores.append(s[0])
+                every += s
+                similar.append(float(ssim(drafts, truth, data_range=2.0).mean()))
+            if first:
+                checks.append(
+                    InjectedCheck(
+                        workload,
+                        kind,
+                        len(first),
+                        sum(first) / len(first),
+                        sum(any_) / len(any_),
+                        sum(similar) / len(similar),
+                        float(torch.tensor(scores).median()),
+                        float(torch.tensor(every).quantile(0.05)),
+                    )
+                )
+    return checks
+
+
+def injected_table(checks: list[InjectedCheck], workload: str) -> str:
+    """Markdown table of one workload's injected bad drafts."""
+    lines = [
+        "| bad draft | rounds | rejected at the first draft | rejected anywhere in the round | median score | 5th percentile | SSIM to the truth |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in checks:
+        if c.workload == workload:
+            lines.append(
+                f"| {c.kind} | {c.rounds} | {c.rejected_first:.2f} | {c.rejected_any:.2f} | {c.score:.3g} | {c.q05:.3g} | {c.ssim_to_truth:.3f} |"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,354 @@
+"""``specvideo train``: the recipes that produced the shipped weights (recipes/)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from specvideo.cli.common import Parser, add_seed_and_device
+
+
+def add(commands) -> None:
+    from recipes.text import STAGES, TARGET_SIZES, TrainConfig
+
+    d = TrainConfig()
+    p = commands.add_parser("train", help="the recipes that produced the shipped weights")
+    kinds = p.add_subparsers(dest="kind", required=True, parser_class=Parser)
+    t = kinds.add_parser("text", help="tokenizer, target and distilled draft for code completion")
+    t.add_argument(
+        "--stage",
+        default="all",
+        choices=STAGES,
+    )
+    t.add_argument("--out", default=d.out, help="where the models are saved")
+    t.add_argument("--work", default=d.work, help="checkpoints, logs and token caches (resumable)")
+    t.add_argument(
+        "--target-size",
+        choices=tuple(TARGET_SIZES),
+        default=d.target_size,
+        help="default: the sizes-stage winner",
+    )
+    t.add_argument("--size-steps", type=int, default=d.size_steps)
+    t.add_argument("--target-minutes", type=float, default=d.target_minutes)
+    t.add_argument("--draft-minutes", type=float, default=d.draft_minutes)
+    add_seed_and_device(t, d.seed, d.device)
+    t.set_defaults(run=_run_train_text)
+    _add_train_video(kinds)
+    _add_train_sampler(kinds)
+    _add_train_smollm2(kinds)
+
+
+def _add_train_smollm2(kinds) -> None:
+    from recipes.draft import DraftConfig
+    from recipes.draft_data import DataConfig
+
+    d, dd = DraftConfig(), DataConfig()
+    g = kinds.add_parser(
+        "smollm2-draft-data", help="the target's own greedy replies to training prompts (resumable)"
+    )
+    g.add_argument("--work", default=dd.work)
+    g.add_argument("--num-chat", type=int, default=dd.num_chat)
+    g.add_argument("--num-code", type=int, default=dd.num_code)
+    g.add_argument("--batch-size", type=int, default=dd.batch_size)
+    g.add_argument("--max-new-tokens", type=int, default=dd.max_new_tokens)
+    g.add_argument("--max-minutes", type=float, default=dd.max_minutes)
+    g.add_argument("--threads", type=int, default=dd.threads, help="torch threads (0 = default)")
+    g.set_defaults(run=_run_smollm2_data)
+    t = kinds.add_parser("smollm2-draft", help="distil the SmolLM2 draft on that data (resumable)")
+    t.add_argument("--work", default=d.work)
+    t.add_argument("--steps", type=int, default=d.steps)
+    t.add_argument("--max-minutes", type=float, default=d.max_minutes)
+    t.add_argument("--threads", type=int, default=d.threads)
+    t.set_defaults(run=_run_smollm2_draft)
+    e = kinds.add_parser("smollm2-draft-export", help="write models/smollm2-draft (fp16) from the checkpoint")
+    e.add_argument("--work", default=d.work)
+    e.add_argument("--out", default=d.out)
+    e.set_defaults(run=_run_smollm2_export)
+    from recipes.cli import train_head
+
+    train_head.add(kinds)
+
+
+def check_ranges(*checks: tuple[str, object, bool]) -> None:
+    """(flag, value, ok) triples: a clear error naming the first flag out of range."""
+    for flag, value, ok in checks:
+        if not ok:
+            raise ValueError(f"{flag} is out of range: {value}")
+
+
+def _run_smollm2_data(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from recipes.draft_data import DataConfig, run_data
+    from specvideo.text.smollm import smollm2_dir
+
+    cfg = replace(
+        DataConfig(),
+        work=args.work,
+        num_chat=args.num_chat,
+        num_code=args.num_code,
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
+        max_minutes=args.max_minutes,
+        threads=args.threads,
+    )
+    print(run_data(cfg, str(smollm2_dir())))
+    return 0
+
+
+def _run_smollm2_draft(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from recipes.draft import DraftConfig, train
+    from specvideo.text.smollm import smollm2_dir
+
+    cfg = replace(
+        DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads
+    )
+    print(train(cfg, str(smollm2_dir())))
+    return 0
+
+
+def _run_smollm2_export(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from recipes.draft import DraftConfig, export
+    from specvideo.text.smollm import smollm2_dir
+
+    print(export(replace(DraftConfig(), work=args.work, out=args.out), str(smollm2_dir())))
+    return 0
+
+
+# per video stage: the VideoTrainConfig field behind each of its --lr, --unroll and --batch-size
+STAGE_FIELDS = {
+    "verifier": {"lr": "lr", "batch_size": "batch_size"},
+    "hint": {"lr": "hint_lr", "batch_size": "batch_size"},
+    "residual": {"lr": "residual_lr", "batch_size": "batch_size"},
+    "rollout": {"lr": "rollout_lr", "unroll": "rollout_unroll", "batch_size": "rollout_batch_size"},
+    "drafter": {"lr": "drafter_lr", "unroll": "drafter_unroll", "batch_size": "batch_size"},
+}
+
+
+def _add_train_video(kinds) -> None:
+    from recipes.video import VideoTrainConfig
+    from specvideo.video.drafters import DRAFTERS
+    from specvideo.video.verifier import SAMPLERS
+
+    d = VideoTrainConfig()
+    for stage, steps, what in [
+        ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
+        ("hint", d.hint_steps, "the verifier widened for the flow hint, trained on from video-verifier"),
+        ("residual", d.residual_steps, "the hint verifier as a residual over the flow warp (zeroed output)"),
+        (
+            "rollout",
+            d.rollout_steps,
+            "the residual verifier fine-tuned as the one-step generator on its own frames",
+        ),
+        ("drafter", d.drafter_steps, "the learned frame predictor"),
+    ]:
+        v = kinds.add_parser(f"video-{stage}", help=what)
+        v.add_argument("--steps", type=int, default=steps)
+        v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
+        v.add_argument(
+            "--eval-every",
+            type=int,
+            default=d.eval_every,
+            help="steps between evaluations (on the tuning split)",
+        )
+        v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
+        fields = STAGE_FIELDS[stage]
+        v.add_argument("--lr", type=float, default=getattr(d, fields["lr"]), help="peak learning rate")
+        v.add_argument(
+            "--min-lr-ratio",
+            type=float,
+            default=d.min_lr_ratio,
+            help="the cosine ends at this share of the peak (1: constant after the warm-up)",
+        )
+        for flag, what in (
+            ("unroll", "frames each training clip is unrolled on the model's own outputs"),
+            ("batch_size", "clips per step"),
+        ):
+            if flag in fields:
+                v.add_argument(
+                    f"--{flag.replace('_', '-')}", type=int, default=getattr(d, fields[flag]), help=what
+                )
+        add_seed_and_device(v, d.seed, d.device)
+        if stage in ("residual", "rollout"):
+            v.add_argument(
+                "--init",
+                metavar="DIR",
+                help="start from this residual UNet (e.g. models/video/unet) instead of the stage before's",
+            )
+        v.set_defaults(run=_run_train_video, stage=stage)
+    e = kinds.add_parser("video-export", help="write models/video from the trained stages (fp16)")
+    e.add_argument("--work", default=d.work)
+    e.add_argument("--out", default=d.out)
+    e.add_argument("--drafter", default="flow", choices=DRAFTERS, help="the pipeline's default drafter")
+    e.add_argument("--sampler", default="ddim", choices=SAMPLERS, help="the full sampler's scheduler")
+    e.add_argument(
+        "--context-noise-level",
+        type=int,
+        default=0,
+        help="t_c the context frames are noised to (a sampler-stage UNet only; chosen on the tuning split)",
+    )
+    e.add_argument(
+        "--grid-frames",
+        type=int,
+        default=d.grid_frames,
+        help="frames of each rollout in samples.png (0: write no samples.png)",
+    )
+    e.set_defaults(run=_run_train_video, stage="export")
+
+
+def _add_train_sampler(kinds) -> None:
+    from recipes.video_sampler import SamplerConfig
+
+    d = SamplerConfig()
+    v = kinds.add_parser(
+        "video-sampler",
+        help="the video target as a diffusion sampler: all noise levels, native-scale crops, noisy context",
+    )
+    v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
+    v.add_argument("--init", metavar="DIR", help="residual UNet to start from (default: models/video/unet)")
+    v.add_argument(
+        "--resume-from", metavar="DIR", help="a committed resume point, when --work holds no checkpoint"
+    )
+    v.add_argument(
+        "--write-resume-point",
+        metavar="DIR",
+        help="write a compact resume point (fp16 weights + EMA + step) from --work's checkpoint, then stop",
+    )
+    v.add_argument("--steps", type=int, default=d.steps)
+    v.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
+    v.add_argument("--min-lr-ratio", type=float, default=d.min_lr_ratio)
+    v.add_argument(
+        "--context-noise-max", type=int, default=d.context_noise_max, help="t_c drawn from [0, this]"
+    )
+    v.add_argument(
+        "--rollout-share",
+        type=float,
+        default=d.rollout_share,
+        help="share of each batch whose context frames the model samples itself (0 = true context only)",
+    )
+    v.add_argument(
+        "--rollout-frames", type=int, default=d.rollout_frames, help="frames sampled before the target"
+    )
+    v.add_argument(
+        "--eval-rollout",
+        type=int,
+        default=d.eval_rollout,
+        help="frames of the drift evaluation's rollout (0 = none)",
+    )
+    v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
+    v.add_argument("--eval-every", type=int, default=d.eval_every)
+    v.add_argument("--threads", type=int, default=d.threads, help="torch threads (0 = torch's default)")
+    v.add_argument(
+        "--pixels-per-batch",
+        type=int,
+        default=d.pixels_per_batch,
+        help="pixels a step sees (batch = this / crop^2)",
+    )
+    add_seed_and_device(v, d.seed, d.device)
+    v.set_defaults(run=_run_train_sampler)
+
+
+def _run_train_sampler(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from recipes.video_sampler import SamplerConfig, train_sampler, write_resume_point
+
+    check_ranges(
+        ("--steps", args.steps, args.steps >= 1),
+        ("--lr", args.lr, args.lr > 0),
+        ("--min-lr-ratio", args.min_lr_ratio, 0 <= args.min_lr_ratio <= 1),
+        ("--context-noise-max", args.context_noise_max, 0 <= args.context_noise_max < 1000),
+        ("--eval-every", args.eval_every, args.eval_every >= 1),
+        ("--threads", args.threads, args.threads >= 0),
+        ("--pixels-per-batch", args.pixels_per_batch, args.pixels_per_batch >= 64 * 64),
+        ("--rollout-share", args.rollout_share, 0 <= args.rollout_share <= 1),
+        ("--rollout-frames", args.rollout_frames, args.rollout_frames >= 1),
+        ("--eval-rollout", args.eval_rollout, args.eval_rollout >= 0),
+    )
+    cfg = replace(
+        SamplerConfig(),
+        **{k: getattr(args, k) for k in ("work", "init", "resume_from", "steps", "lr", "min_lr_ratio")},
+        context_noise_max=args.context_noise_max,
+        pixels_per_batch=args.pixels_per_batch,
+        **{k: getattr(args, k) for k in ("rollout_share", "rollout_frames", "eval_rollout")},
+        **{k: getattr(args, k) for k in ("max_minutes", "eval_every", "threads", "seed", "device")},
+    )
+    if args.write_resume_point:
+        print(f"wrote {write_resume_point(cfg, args.write_resume_point)}")
+        return 0
+    print(json.dumps(train_sampler(cfg), indent=2))
+    return 0
+
+
+def _run_train_video(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from recipes import video
+
+    cfg = replace(video.VideoTrainConfig(), work=args.work)
+    if args.stage == "export":
+        if args.grid_frames < 0:
+            raise ValueError(f"--grid-frames must be >= 0, got {args.grid_frames}")
+        cfg = replace(cfg, out=args.out, grid_frames=args.grid_frames)
+        out = video.export(cfg, args.drafter, args.context_noise_level, args.sampler)
+        print(f"wrote {out}")
+        return 0
+    fields = STAGE_FIELDS[args.stage]
+    knobs = {fields[k]: getattr(args, k) for k in ("lr", "unroll", "batch_size") if k in fields}
+    _check_knobs(args)
+    cfg = replace(
+        cfg,
+        max_minutes=args.max_minutes,
+        eval_every=args.eval_every,
+        device=args.device,
+        seed=args.seed,
+        min_lr_ratio=args.min_lr_ratio,
+        **{f"{args.stage}_steps": args.steps},
+        **knobs,
+    )
+    if getattr(args, "init", None):
+        cfg = replace(cfg, residual_init=args.init)
+    if args.stage == "drafter":
+        result = video.train_drafter(cfg)
+    else:
+        result = video.train_verifier(cfg, stage=args.stage)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _check_knobs(args: argparse.Namespace) -> None:
+    unroll = getattr(args, "unroll", 1)  # only the stages that unroll have the flag
+    for flag, value, ok, rule in (
+        ("--steps", args.steps, args.steps >= 1, ">= 1"),
+        ("--lr", args.lr, args.lr > 0, "> 0"),
+        ("--min-lr-ratio", args.min_lr_ratio, 0 <= args.min_lr_ratio <= 1, "in [0, 1]"),
+        ("--unroll", unroll, unroll >= 1, ">= 1"),
+        ("--batch-size", args.batch_size, args.batch_size >= 1, ">= 1"),
+    ):
+        if not ok:
+            raise ValueError(f"{flag} must be {rule}, got {value}")
+
+
+def _run_train_text(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from recipes.text import TrainConfig, run
+
+    cfg = replace(
+        TrainConfig(),
+        out=args.out,
+        work=args.work,
+        target_size=args.target_size,
+        size_steps=args.size_steps,
+        target_minutes=args.target_minutes,
+        draft_minutes=args.draft_minutes,
+        device=args.device,
+        seed=args.seed,
+    )
+    info = run(args.stage, cfg)
+    print(json.dumps({k: v for k, v in info.items() if k != "config"}, indent=2))
+    return 0

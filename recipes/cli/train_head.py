@@ -1,0 +1,181 @@
+"""``specvideo train {smollm2,qwen-coder}-head[-data,-export,-eval]``: the draft heads' recipes
+(recipes/head.py, code_data.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from recipes.cli.train import check_ranges
+
+TARGETS = ("smollm2", "qwen-coder")
+
+
+def add(kinds) -> None:
+    from recipes.code_data import CodeDataConfig
+
+    for name in TARGETS:
+        _add_head(kinds, name)
+    dd = CodeDataConfig()
+    g = kinds.add_parser(
+        "qwen-coder-head-data",
+        help="rows of real Python source (and the target's own chat replies) for the code pair's head",
+    )
+    g.add_argument("--work", default=dd.work)
+    g.add_argument("--train-rows", type=int, default=dd.train_rows)
+    g.add_argument("--valid-rows", type=int, default=dd.valid_rows)
+    g.add_argument("--row-tokens", type=int, default=dd.row_tokens)
+    g.add_argument("--num-chat", type=int, default=0, help="the target's own replies to chat prompts")
+    g.add_argument("--threads", type=int, default=2)
+    g.set_defaults(run=_run_code_data)
+
+
+def _add_head(kinds, name: str) -> None:
+    from recipes.head import head_config
+
+    d = head_config(name)
+    h = kinds.add_parser(
+        f"{name}-head",
+        help=f"the draft head on {name}'s features: cache them from the data rows, then train (resumable)",
+    )
+    h.add_argument("--data", default=d.data, help=f"the {name}-{'draft' if name == 'smollm2' else 'head'}-data work directory")
+    h.add_argument("--work", default=d.work)
+    h.add_argument("--steps", type=int, default=d.steps)
+    h.add_argument("--max-minutes", type=float, default=d.max_minutes)
+    h.add_argument("--threads", type=int, default=d.threads)
+    h.add_argument("--lr", type=float, default=d.lr, help="peak learning rate")
+    h.add_argument(
+        "--ttt-steps",
+        type=int,
+        default=d.ttt_steps,
+        help="steps unrolled on the head's own features (EAGLE-3; 1 = none)",
+    )
+    h.add_argument(
+        "--init-head", metavar="DIR", help="an exported head to start from (default: the target's last layer)"
+    )
+    h.set_defaults(run=_run_head, target=name)
+    e = kinds.add_parser(f"{name}-head-export", help=f"write {d.out} (fp16) from the checkpoint")
+    e.add_argument("--work", default=d.work)
+    e.add_argument("--out", default=d.out)
+    e.set_defaults(run=_run_head_export, target=name)
+    v = kinds.add_parser(f"{name}-head-eval", help="greedy acceptance per draft position on the validation rows")
+    v.add_argument("--work", default=d.work)
+    v.add_argument("--head", default=d.out, help="the exported head directory")
+    v.add_argument("--k", type=int, default=5)
+    v.add_argument("--draft-vocab", type=int, default=2048, help="FR-Spec tokens it drafts from (0 = all)")
+    v.add_argument("--threads", type=int, default=d.threads)
+    v.set_defaults(run=_run_head_eval, target=name)
+
+
+def head_target(name: str):
+    """The target a head is trained on, as it verifies: SmolLM2 in float32 (its recipe's), the code
+    pair's 1.5B in the dtype ``auto`` picks on this machine (its bf16 conversion here)."""
+    from specvideo.text.loading import load_causal_lm
+
+    if name == "smollm2":
+        from specvideo.text.smollm import smollm2_dir
+
+        return load_causal_lm(str(smollm2_dir())).eval()
+    from specvideo.text.models import resolve_model
+    from specvideo.text.precision import resolve_dtype
+
+    dtype = resolve_dtype("auto", "cpu", architecture="qwen2")
+    return load_causal_lm(resolve_model("qwen-coder", dtype).target, dtype).eval()
+
+
+def _run_head(args: argparse.Namespace) -> int:
+    from recipes.head import compute_features, head_config, train
+    from specvideo.text.head import is_draft_head
+
+    if args.init_head and not is_draft_head(args.init_head):
+        raise ValueError(
+            f"--init-head {args.init_head} is not an exported draft head ({args.target}-head-export writes one)"
+        )
+    check_ranges(
+        ("--steps", args.steps, args.steps >= 1),
+        ("--lr", args.lr, args.lr > 0),
+        ("--ttt-steps", args.ttt_steps, 1 <= args.ttt_steps <= 8),
+        ("--threads", args.threads, args.threads >= 1),
+    )
+    keys = ("data", "work", "steps", "max_minutes", "threads", "lr", "ttt_steps", "init_head")
+    cfg = head_config(args.target, **{k: getattr(args, k) for k in keys})
+    target = head_target(args.target)
+    compute_features(cfg, target)
+    print(train(cfg, target.float()))  # the head trains in float32 on the cached features
+    return 0
+
+
+def _run_head_export(args: argparse.Namespace) -> int:
+    from recipes.head import export, head_config
+
+    print(export(head_config(args.target, work=args.work, out=args.out), head_target(args.target)))
+    return 0
+
+
+def _run_head_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from recipes.head import chain_acceptance
+    from specvideo.text.head import load_head
+    from specvideo.text.vocab import ranked_vocabulary
+
+    torch.set_num_threads(args.threads)
+    target = head_target(args.target).float()
+    head = load_head(args.head, target).float()
+    vocab = (
+        ranked_vocabulary(args.head, args.draft_vocab, target.config.vocab_size) if args.draft_vocab else None
+    )
+    rows = torch.load(Path(args.work) / "features" / "valid.pt")["rows"]
+    values = chain_acceptance(head, rows, vocab, args.k)
+    print(
+        json.dumps(
+            {
+                "rows": len(rows),
+                "draft_vocab": args.draft_vocab,
+                "acceptance_by_position": [round(v, 4) for v in values],
+            }
+        )
+    )
+    return 0
+
+
+def _run_code_data(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    import torch
+
+    from recipes.code_data import CodeDataConfig, chat_rows, code_rows, write_shards
+
+    check_ranges(
+        ("--train-rows", args.train_rows, args.train_rows >= 1),
+        ("--valid-rows", args.valid_rows, args.valid_rows >= 1),
+        ("--row-tokens", args.row_tokens, args.row_tokens >= 64),
+        ("--num-chat", args.num_chat, args.num_chat >= 0),
+    )
+    torch.set_num_threads(args.threads)
+    cfg = replace(
+        CodeDataConfig(),
+        work=args.work,
+        train_rows=args.train_rows,
+        valid_rows=args.valid_rows,
+        row_tokens=args.row_tokens,
+    )
+    from transformers import AutoTokenizer
+
+    from specvideo.text.models import resolve_model
+
+    target_dir = resolve_model("qwen-coder", "auto").target
+    tokenizer = AutoTokenizer.from_pretrained(target_dir)
+    rows = code_rows(tokenizer, cfg)
+    if args.num_chat:
+        from recipes.draft_prompts import chat_prompts
+        from specvideo.text.generator import SpeculativeGenerator
+
+        gen = SpeculativeGenerator.from_pretrained("qwen-coder")
+        prompts = chat_prompts(args.num_chat + 8, seed=cfg.seed + 1)
+        rows["train"] += chat_rows(gen, tokenizer, prompts[: args.num_chat], 96)
+        rows["valid"] += chat_rows(gen, tokenizer, prompts[args.num_chat :], 96)
+    print(write_shards(rows, cfg.work), {s: len(r) for s, r in rows.items()})
+    return 0
