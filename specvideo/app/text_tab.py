@@ -27,7 +27,6 @@ from specvideo.app.config import AppConfig
 from specvideo.core.types import SpecStats, Step
 from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator
 from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
-from specvideo.text.generator import DEFAULT_DRAFTER
 
 ACCEPTED, CORRECTION, BONUS = "accepted draft", "target correction", "bonus token"
 COLORS = {ACCEPTED: "#4caf50", CORRECTION: "#f44336", BONUS: "#2196f3"}
@@ -234,7 +233,7 @@ class TextTab:
             with gr.Column(scale=1):
                 prompt = gr.Textbox(value=EXAMPLES[0], lines=5, label="Prompt (Python code)")
                 gr.Examples(EXAMPLES, inputs=prompt, label="Example prompts")
-                drafter = gr.Radio(DRAFTERS, value=DEFAULT_DRAFTER, label="Drafter")
+                drafter = gr.Radio(DRAFTERS, value=TEXT_DEFAULTS.drafter, label="Drafter")
                 k = gr.Slider(1, c.max_draft, value=d.num_draft_tokens, step=1, label="Draft length k")
                 temperature = gr.Slider(
                     0, 2, value=d.temperature, step=0.05, label="Temperature (0 = greedy)"

@@ -74,11 +74,11 @@ class Engine:
 
     def attach(self, generator) -> None:
         """Start serving with ``generator`` (the end of loading). A drafter that verifies one row
-        at a time (``ONE_ROW_DRAFTERS``: token trees) gets batches of one."""
-        from specvideo.text.config import ONE_ROW_DRAFTERS
+        at a time (its spec's ``one_row``: token trees) gets batches of one."""
         from specvideo.text.prompt_cache import PromptCache
 
-        if self.batching == "arrival" and getattr(generator, "drafter_name", None) in ONE_ROW_DRAFTERS:
+        spec = getattr(generator, "drafter_spec", None)
+        if self.batching == "arrival" and spec is not None and spec.one_row:
             self.max_batch = 1  # (a continuous batch drafts with the tree's chain instead)
         if self.prompt_cache_bytes and getattr(generator, "prompt_cache", False) is None:
             generator.prompt_cache = PromptCache(self.prompt_cache_bytes)
@@ -171,7 +171,8 @@ class Engine:
         run = self._open(first)
         if run is None:
             return
-        widest = 1
+        widest, index = 1, len(self.batches)
+        self.batches.append(widest)  # kept current as rows join: a client may read it once answered
         self.round_ms, last = None, time.monotonic()
         try:
             for _ in run.steps():
@@ -189,7 +190,7 @@ class Engine:
                     held.append(job)
                     joined += self._join(run, job, joined)
                     self._report_rows(run)  # a joining row's first token, from its prefill
-                widest = max(widest, run.size)
+                widest = self.batches[index] = max(widest, run.size)
                 held[:] = [row.job for _, row in run.rows()]  # the answered ones need no keeping
                 last = time.monotonic()
             self._report_rows(run, end=True)
@@ -197,7 +198,6 @@ class Engine:
             error = APIError(500, f"generation failed: {first_line(err)}", "server_error")
             for _, row in run.rows():
                 row.job.events.put(Failed(error))
-        self.batches.append(widest)
 
     def _open(self, job: Job):
         """A BatchRun started with ``job`` (None: nothing to run; the job was answered)."""
@@ -238,14 +238,12 @@ class Engine:
 
     def _report_rows(self, run, end: bool = False) -> None:
         """Send every running row's new text (``JobRow.update``)."""
-        v, speculative = run.verifier, _speculative(run.stats, run.size)
+        speculative = _speculative(run.stats, run.size)
         for b, row in enumerate(run.tags):
             if row is None or row.done:
                 continue
-            tokens = v.outputs[b]
-            eos = bool(tokens) and tokens[-1] in v.stop_ids
-            final = end or not bool(v.active[b])
-            self._update(row, tokens, final, eos, speculative)
+            out = run.row_output(b)
+            self._update(row, out.token_ids, end or out.finished, out.eos, speculative)
             if row.done:  # Retry-After: a continuous run may never end, its requests do
                 self.batch_seconds = 0.8 * self.batch_seconds + 0.2 * (time.monotonic() - row.started)
 
@@ -288,14 +286,13 @@ class Engine:
             if cache is not None:
                 g.prompt_cache = cache
         if all(j.max_tokens == 0 for j in jobs) and g.prompt_cache is not None and first.cache_prompt:
-            run.verifier.state.forward()  # a warm-up (n_predict 0): prefill, so the prompt is cached
+            run.prefill()  # a warm-up (n_predict 0): prefill, so the prompt is cached
         rows = [JobRow(j, start, run.cached_tokens) for j in jobs]
-        stop_ids = run.verifier.stop_ids
         for _ in run.steps():
-            self._report(rows, run, stop_ids)
+            self._report(rows, run)
             if all(r.done or r.job.cancelled.is_set() for r in rows):
                 return
-        self._report(rows, run, stop_ids, end=True)
+        self._report(rows, run, end=True)
 
     @staticmethod
     def _start(g, prompt, jobs: list[Job], seeded):
@@ -309,14 +306,15 @@ class Engine:
             generator=None if first.greedy else seeded,
         )
 
-    def _report(self, rows: list[JobRow], run, stop_ids, end: bool = False) -> None:
+    def _report(self, rows: list[JobRow], run, end: bool = False) -> None:
         speculative = _speculative(run.stats, len(rows))
         for b, row in enumerate(rows):
             if row.done:
                 continue
-            tokens = run.verifier.outputs[b][: row.job.max_tokens]
-            eos = bool(tokens) and tokens[-1] in stop_ids
-            final = end or eos or len(tokens) >= row.job.max_tokens or not bool(run.verifier.active[b])
+            out = run.row_output(b)
+            tokens = out.token_ids[: row.job.max_tokens]
+            eos = out.eos and len(tokens) == len(out.token_ids)  # a row stops at its first stop id
+            final = end or eos or len(tokens) >= row.job.max_tokens or out.finished
             self._update(row, tokens, final, eos, speculative)
 
 

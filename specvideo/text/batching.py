@@ -16,8 +16,8 @@ its tokens are the ones the target is likely to pick.
 
 The head drafters read one row's target features: a run that starts alone keeps the head, and when
 a second request joins, the batch drafts by prompt lookup from then on (``_lookup_drafter``).
-Tree drafters verify one row: the run uses their chain (``CHAIN_OF``). Both are decided here, for
-every caller (the serving engine among them).
+Tree drafters verify one row: the run uses their chain (their spec's ``chain``). Both are decided
+here, for every caller (the serving engine among them).
 """
 
 from __future__ import annotations
@@ -31,13 +31,11 @@ import torch
 
 from specvideo.core.types import SpecStats, Step
 from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter
-from specvideo.text.generation import Run, accept_rule, check_context
+from specvideo.text.generation import RowOutput, Run, accept_rule, check_context, row_output
 from specvideo.text.prompts import encode_prompt
 from specvideo.text.sampling import SamplingConfig, to_probs
 from specvideo.text.state import CausalLMState, context_length
 from specvideo.text.verifier import TargetVerifier
-
-CHAIN_OF = {"tree": "lean", "ngram-tree": "ngram", "head-tree": "head", "head-hybrid-tree": "head-hybrid"}
 
 
 @dataclass(frozen=True)
@@ -162,7 +160,7 @@ class BatchRun:
     def __init__(self, generator, first: RowRequest, tag: Any = None):
         g = self.g = generator
         self.sampler = RowSampler()
-        self.name = CHAIN_OF.get(g.drafter_name, g.drafter_name)
+        self.name = g.drafter_spec.chain or g.drafter_name
         self.prompts: list[list[int]] = []
         self.tags: list[Any] = []
         encoded = self._encode(first)
@@ -213,6 +211,9 @@ class BatchRun:
     def steps(self) -> Iterator[Step]:
         """Rounds until every row has finished (rows admitted meanwhile included)."""
         return self.run.steps()
+
+    def row_output(self, b: int) -> RowOutput:
+        return row_output(self.verifier, b)
 
     def rows(self) -> list[tuple[int, Any]]:
         """(row, tag) of every row still generating."""

@@ -4,23 +4,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# the drafters that run a draft head on the target's features (specvideo.text.head): a chain, an
-# EAGLE-2 tree, and either behind prompt lookup (batch 1)
-HEAD_DRAFTERS = ("head", "head-tree", "head-hybrid", "head-hybrid-tree")
-DRAFTERS = ("model", "lean", "hybrid", "tree", *HEAD_DRAFTERS, "ngram", "ngram-tree", "none")
-# the drafters that run the draft with LeanLlama (and draft_vocab); tree: the lean draft's chain
-# with its runner-up tokens beside it, verified as one token tree (batch 1)
-LEAN_DRAFTERS = ("lean", "hybrid", "tree", *HEAD_DRAFTERS)
-MODEL_DRAFTERS = ("model", *LEAN_DRAFTERS)  # the drafters that run a draft model
-NO_MODEL_DRAFTERS = ("ngram", "ngram-tree", "none")  # the drafters that load no draft model
-TREE_DRAFTERS = ("tree", "ngram-tree", "head-tree", "head-hybrid-tree")  # propose token trees
-# one prompt at a time (a batch is refused); the head drafters draft a batch by prompt lookup
-ONE_ROW_DRAFTERS = ("tree", "ngram-tree")
+from specvideo.text.drafter_registry import DRAFTER_SPECS
+
+# the drafters by name, each with what it needs (specvideo.text.drafter_registry); these tuples are
+# read off the registry: the CLI's choices and the checks
+DRAFTERS = tuple(DRAFTER_SPECS)
+HEAD_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.needs == "head")  # a head on the target's features
+LEAN_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.lean)  # run the draft with LeanLlama
+MODEL_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.needs)  # the drafters that run a draft model
+NO_MODEL_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if not s.needs)  # load no draft model
+TREE_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.tree)  # propose token trees
 
 
 @dataclass(frozen=True)
 class TextConfig:
-    drafter: str = "model"
+    # the default pair's drafter (from_pretrained with no target, the CLI, the app, the server): the
+    # fastest configuration of the tuning split, for raw prompts and chat alike (docs/BENCHMARKS.md
+    # "Text: tuning split, one default or one per kind of prompt"): prompt lookup k 3 tied the draft
+    # head behind lookup on code greedily and led it sampled and on chat, so no per-kind default.
+    # Given models instead, the drafter follows them (``default_drafter``).
+    drafter: str = "ngram"
+    # the default pair verifies with LeanLlama: on the tuning split a 2-4-token forward cost 70-74 ms
+    # against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split of 2026-12-01"),
+    # greedy still exact. A target passed to the constructor runs through transformers unless asked
+    # (LeanLlama runs Llama architectures only).
+    lean_target: bool = True
     # k 3 at a constant length: the pick of the tuning split for prompt lookup, the hybrid and the
     # draft head alike (docs/BENCHMARKS.md "Text: tuning split, draft head")
     num_draft_tokens: int = 3
@@ -46,3 +54,11 @@ class TextConfig:
 
 
 TEXT_DEFAULTS = TextConfig()
+
+
+def default_drafter(draft, is_head: bool) -> str:
+    """The drafter for the models given: the head's hybrid for a draft head, the draft model through
+    transformers for a draft model, ``TextConfig.drafter`` without one."""
+    if draft is None:
+        return TEXT_DEFAULTS.drafter
+    return "head-hybrid" if is_head else "model"

@@ -50,6 +50,27 @@ class Run:
                 self.stats.time_forward = self.verifier.forward_seconds  # the check's model part
                 yield step
 
+    def row_output(self, b: int) -> RowOutput:
+        return row_output(self.verifier, b)
+
+    def prefill(self) -> None:
+        """Run the prompt's prefill now (a warm-up that generates nothing fills the prompt cache)."""
+        self.verifier.state.forward()
+
+
+@dataclass(frozen=True)
+class RowOutput:
+    """One row of a run so far: what its callers read between rounds."""
+
+    token_ids: list[int]  # the tokens emitted so far
+    eos: bool  # the last one is a stop id
+    finished: bool  # the row generates no more
+
+
+def row_output(verifier: TargetVerifier, b: int) -> RowOutput:
+    tokens = verifier.outputs[b]
+    return RowOutput(tokens, bool(tokens) and tokens[-1] in verifier.stop_ids, not bool(verifier.active[b]))
+
 
 def accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
     def accept(draft: Draft, evidence: torch.Tensor):

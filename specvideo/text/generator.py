@@ -18,15 +18,8 @@ from transformers import PreTrainedModel
 from specvideo.core.schedule import make_schedule
 from specvideo.core.types import SpecStats
 from specvideo.paths import shipped
-from specvideo.text.config import (
-    DRAFTERS,
-    HEAD_DRAFTERS,
-    LEAN_DRAFTERS,
-    MODEL_DRAFTERS,
-    TEXT_DEFAULTS,
-    TREE_DRAFTERS,
-)
-from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
+from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TREE_DRAFTERS, default_drafter
+from specvideo.text.drafter_registry import DrafterSettings, DraftParts, spec_of
 from specvideo.text.generation import (
     Run,
     TextOutput,
@@ -37,7 +30,6 @@ from specvideo.text.generation import (
     stop_rules,
 )
 from specvideo.text.head import DraftHead
-from specvideo.text.head_drafters import HeadDrafter, HeadTreeDrafter
 from specvideo.text.lean import LEAN_MODEL_TYPES, LeanLlama
 from specvideo.text.loading import check_vocab, load_causal_lm, load_draft, load_tokenizer
 from specvideo.text.packing import packed_linears
@@ -46,26 +38,20 @@ from specvideo.text.prompts import encode_prompt
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.smollm import smollm2_dir
 from specvideo.text.state import context_length
-from specvideo.text.tree_drafters import ModelTreeDrafter, NGramTreeDrafter
+from specvideo.text.tree_drafters import NGramTreeDrafter
 from specvideo.text.verifier import TargetVerifier
 from specvideo.text.vocab import ranked_vocabulary
 
 D = TEXT_DEFAULTS
 DEFAULT_DRAFT = ("smollm2-draft",)  # under models/: the draft trained for SmolLM2-135M-Instruct
 DEFAULT_HEAD = ("smollm2-head",)  # under models/: the draft head on its features (the head drafters)
-# the fastest configuration of the tuning split, for raw prompts and chat alike (docs/BENCHMARKS.md
-# "Text: tuning split, one default or one per kind of prompt"): prompt lookup k 3 tied the draft
-# head behind lookup on code greedily and led it sampled and on chat, so no per-kind default
-DEFAULT_DRAFTER = "ngram"
-# the default pair verifies with LeanLlama: on the tuning split a 2-4-token forward cost 70-74 ms
-# against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split of 2026-12-01"), greedy still exact
-DEFAULT_LEAN_TARGET = True
 
 
 class SpeculativeGenerator:
     """Speculative text generation with a target causal LM and a drafter.
 
-    drafter: "model" (a small causal LM passed as ``draft``), "lean" (the same Llama draft run by
+    drafter: one of ``specvideo.text.drafter_registry.DRAFTER_SPECS`` (None: ``default_drafter``
+    for the models given): "model" (a small causal LM passed as ``draft``), "lean" (the same Llama draft run by
     ``LeanLlama``, much less per-call overhead on CPU), "hybrid" (prompt lookup when the context's
     last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no model),
     "tree" (the lean draft's chain with ``tree_width`` runner-up tokens beside it at each depth,
@@ -100,7 +86,7 @@ class SpeculativeGenerator:
         target: PreTrainedModel,
         tokenizer=None,
         draft: PreTrainedModel | None = None,
-        drafter: str = D.drafter,
+        drafter: str | None = None,
         num_draft_tokens: int = D.num_draft_tokens,
         schedule: str = D.schedule,
         device: str | torch.device | None = None,
@@ -116,17 +102,17 @@ class SpeculativeGenerator:
         tree_width: int = D.tree_width,
         head_tree_width: int = D.head_tree_width,
     ):
-        if drafter not in DRAFTERS:
-            raise ValueError(f"unknown drafter {drafter!r}; choose one of {', '.join(DRAFTERS)}")
-        if drafter in ("model", *LEAN_DRAFTERS) and draft is None:
+        drafter = drafter or default_drafter(draft, isinstance(draft, DraftHead))
+        self.drafter_spec = spec = spec_of(drafter)
+        if spec.needs and draft is None:
             raise ValueError(
                 f"drafter={drafter!r} needs a draft model: pass draft=..., or use drafter='ngram'"
             )
         make_schedule(schedule, num_draft_tokens)  # validates k and the schedule name
-        if draft is not None and (drafter in HEAD_DRAFTERS) != isinstance(draft, DraftHead):
+        if draft is not None and (spec.needs == "head") != isinstance(draft, DraftHead):
             raise ValueError(
                 f"drafter={drafter!r} does not run "
-                + ("a draft model: the head drafters need a draft head" if drafter in HEAD_DRAFTERS else "a draft head: it drafts only from the target's features, with a head drafter (" + ", ".join(HEAD_DRAFTERS) + ")")
+                + ("a draft model: the head drafters need a draft head" if spec.needs == "head" else "a draft head: it drafts only from the target's features, with a head drafter (" + ", ".join(HEAD_DRAFTERS) + ")")
             )
         self.device = torch.device(device) if device is not None else target.device
         self.target = target.to(self.device).eval()
@@ -134,13 +120,13 @@ class SpeculativeGenerator:
         if self.draft is not None:
             check_vocab(self.target, self.draft, tokenizer, draft_tokenizer)
         self.tokenizer = tokenizer
-        if draft_vocab is not None and drafter not in LEAN_DRAFTERS:
+        if draft_vocab is not None and not spec.lean:
             raise ValueError(f"draft_vocab applies to the lean and hybrid drafters, not drafter={drafter!r}")
         # built once, reused by every call; a draft of another architecture than Llama falls back to
         # running through transformers (the same tokens, without the lean speed-up or FR-Spec)
         lean_ok = self.draft is not None and getattr(self.draft.config, "model_type", None) in LEAN_MODEL_TYPES
-        self._lean = self._lean_draft(drafter, draft_vocab) if drafter in LEAN_DRAFTERS and lean_ok else None
-        self.lean_fallback = drafter in LEAN_DRAFTERS and not lean_ok
+        self._lean = self._lean_draft(draft_vocab) if spec.lean and lean_ok else None
+        self.lean_fallback = spec.lean and not lean_ok
         # the target's forward passes run by LeanLlama too (the same weights; logits equal to
         # transformers' up to float rounding, so greedy identity is checked, not assumed)
         target_lean_ok = getattr(self.target.config, "model_type", None) in LEAN_MODEL_TYPES
@@ -158,7 +144,7 @@ class SpeculativeGenerator:
         else:
             self._lean_target = None
         self.invariant = bool(invariant)
-        if self.invariant and drafter in TREE_DRAFTERS:
+        if self.invariant and spec.tree:
             raise ValueError(
                 f"the {drafter} drafter checks token trees through an attention mask that the invariant "
                 "bf16 target cannot compute as its 1-token steps do, so the output could leave the model's "
@@ -174,14 +160,18 @@ class SpeculativeGenerator:
         self.prompt_cache = None  # a specvideo.text.prompt_cache.PromptCache: reuse recent prompts' prefixes
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
-        self.max_ngram = max_ngram
         self.confidence_threshold = confidence_threshold
-        self.tree_branches, self.tree_nodes, self.tree_width = tree_branches, tree_nodes, tree_width
-        self.head_tree_width = head_tree_width
+        self.drafter_settings = DrafterSettings(
+            max_ngram, D.hybrid_min_ngram, tree_branches, tree_nodes, tree_width, head_tree_width
+        )
         if drafter == "ngram-tree":
             NGramTreeDrafter(max_ngram, branches=tree_branches, max_nodes=tree_nodes)  # validates them
 
-    def _lean_draft(self, drafter: str, vocab) -> LeanLlama:
+    @property
+    def max_ngram(self) -> int:
+        return self.drafter_settings.max_ngram
+
+    def _lean_draft(self, vocab) -> LeanLlama:
         if isinstance(self.draft, DraftHead):  # one layer over [embedding, feature]
             return LeanLlama(self.draft.llama, vocab, fc=self.draft.fc)
         return LeanLlama(self.draft, vocab)
@@ -229,10 +219,11 @@ class SpeculativeGenerator:
         )
         if default:
             target_path = str(smollm2_dir(dtype_name(torch_dtype)))
-            kwargs.setdefault("drafter", DEFAULT_DRAFTER)
-            if draft_path is None and kwargs["drafter"] in MODEL_DRAFTERS:  # the model that drafter runs
-                draft_path = str(shipped(*(DEFAULT_HEAD if kwargs["drafter"] in HEAD_DRAFTERS else DEFAULT_DRAFT)))
-            kwargs.setdefault("lean_target", DEFAULT_LEAN_TARGET)
+            kwargs.setdefault("drafter", D.drafter)
+            needs = spec_of(kwargs["drafter"]).needs
+            if draft_path is None and needs:  # the model that drafter runs
+                draft_path = str(shipped(*(DEFAULT_HEAD if needs == "head" else DEFAULT_DRAFT)))
+            kwargs.setdefault("lean_target", D.lean_target)
         elif choice is not None and choice.draft and draft_path is None:
             draft_path = pair_draft(choice, kwargs)
         with tqdm(total=3, desc=f"loading {Path(target_path).name}", unit="part", disable=not default, leave=False) as bar:
@@ -244,38 +235,16 @@ class SpeculativeGenerator:
             bar.update()
         if draft is not None and draft.config.vocab_size != target.config.vocab_size:
             kwargs.setdefault("draft_tokenizer", load_tokenizer(draft_path))
-        kwargs.setdefault(
-            "drafter", "head-hybrid" if isinstance(draft, DraftHead) else "model" if draft is not None else "ngram"
-        )
-        if kwargs["drafter"] in LEAN_DRAFTERS and draft is not None and "draft_vocab" not in kwargs:
+        kwargs.setdefault("drafter", default_drafter(draft, isinstance(draft, DraftHead)))
+        if spec_of(kwargs["drafter"]).lean and draft is not None and "draft_vocab" not in kwargs:
             kwargs["draft_vocab"] = ranked_vocabulary(draft_path, draft_vocab_size, draft.config.vocab_size)
         return cls(target, tokenizer=tokenizer, draft=draft, **kwargs)
 
-    def generate(
-        self,
-        prompt,
-        max_new_tokens: int = D.max_new_tokens,
-        temperature: float = D.temperature,
-        top_k: int | None = D.top_k,
-        top_p: float | None = D.top_p,
-        generator: torch.Generator | None = None,
-        stop: str | int | list[int | str] | None = "eos",
-        attention_mask: torch.Tensor | None = None,
-        suffix: str | list[str] | None = None,
-    ) -> TextOutput:
-        """Generate up to ``max_new_tokens`` for a prompt or a batch of prompts.
-
-        prompt: str (or UTF-8 bytes), list of str, list of token-id lists, or a (B, T) tensor of
-        token ids; with a tensor, ``attention_mask`` (same shape, 1 for real tokens, padding on
-        either side) drops the padding, as tokenizers return it. max_new_tokens=0 generates nothing
-        (an empty output); a negative value is an error.
-        stop: "eos" (the target's end-of-sequence ids), None (exactly max_new_tokens), token ids,
-        or stop strings (``generation.stop_rules``): the text ends before the first stop string, the
-        token ids run through the token that completed it.
-        suffix: fill in the middle: the code after the gap (a list for a list of prompts); the
-        prompt is the code before it, laid out with the model's FIM tokens.
-        """
-        run = self.start(prompt, max_new_tokens, temperature, top_k, top_p, generator, stop, attention_mask, suffix)
+    def generate(self, prompt, **settings) -> TextOutput:
+        """Generate up to ``max_new_tokens`` for a prompt or a batch of prompts: ``start``'s run,
+        to its end. settings: ``start``'s (max_new_tokens, temperature, top_k, top_p, generator,
+        stop, attention_mask, suffix)."""
+        run = self.start(prompt, **settings)
         for _ in run.steps():
             pass
         return self._output(run)
@@ -320,7 +289,18 @@ class SpeculativeGenerator:
     ) -> Run:
         """Check the settings, encode the prompt and prefill both models; returns the Run whose
         ``steps()`` yields each round's ``Step`` (what was drafted, accepted and emitted), for callers
-        that show rounds as they happen (the web demo colours tokens by origin)."""
+        that show rounds as they happen (the web demo colours tokens by origin).
+
+        prompt: str (or UTF-8 bytes), list of str, list of token-id lists, or a (B, T) tensor of
+        token ids; with a tensor, ``attention_mask`` (same shape, 1 for real tokens, padding on
+        either side) drops the padding, as tokenizers return it. max_new_tokens=0 generates nothing
+        (an empty output); a negative value is an error.
+        stop: "eos" (the target's end-of-sequence ids), None (exactly max_new_tokens), token ids,
+        or stop strings (``generation.stop_rules``): the text ends before the first stop string, the
+        token ids run through the token that completed it.
+        suffix: fill in the middle: the code after the gap (a list for a list of prompts); the
+        prompt is the code before it, laid out with the model's FIM tokens.
+        """
         sampling = SamplingConfig(temperature, top_k, top_p)
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
@@ -331,7 +311,7 @@ class SpeculativeGenerator:
             prompt, self.tokenizer, self.target.config.vocab_size, self.device, attention_mask
         )
         check_context(encoded.max_length, max_new_tokens, context_length(self.target))
-        if self.draft is not None and self.drafter_name not in ("ngram", "ngram-tree"):  # drafts never run past the target's room
+        if self.draft is not None and self.drafter_spec.needs:  # drafts never run past the target's room
             check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
         runner = self._lean_target if self._lean_target is not None else self.target
         verifier = TargetVerifier(runner, sampling, max_new_tokens, stop_ids)
@@ -380,40 +360,13 @@ class SpeculativeGenerator:
         self, sampling: SamplingConfig, generator: torch.Generator | None, verifier=None, batch_size: int = 1,
         name: str | None = None,
     ):
-        """The drafter ``name`` (the generator's own by default) for a run."""
-        name = name or self.drafter_name
-        if name == "model":
-            return ModelDrafter(self.draft, sampling, generator, self.target.config.vocab_size)
+        """The drafter ``name`` (the generator's own by default) for a run, built by its spec."""
         runner = self._lean if self._lean is not None else self.draft
-        V = self.target.config.vocab_size
-        if name == "lean":
-            return ModelDrafter(runner, sampling, generator, V)
-        if name == "tree":
-            return ModelTreeDrafter(ModelDrafter(runner, sampling, generator, V), self.tree_width)
-        if name == "hybrid":
-            lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
-            return HybridDrafter(ModelDrafter(runner, sampling, generator, V), lookup)
-        if name in HEAD_DRAFTERS:
-            if batch_size > 1:  # the head reads one row's features: a batch drafts by prompt lookup
-                return NGramDrafter(self.max_ngram)
-            return self._head_drafter(runner, verifier, sampling, generator, name)
-        if name == "ngram":
-            return NGramDrafter(self.max_ngram)
-        if name == "ngram-tree":
-            return NGramTreeDrafter(self.max_ngram, branches=self.tree_branches, max_nodes=self.tree_nodes)
-        return NullDrafter()
-
-    def _head_drafter(self, head: LeanLlama, verifier, sampling: SamplingConfig, generator, name: str):
-        """The head's chain or tree (reading ``verifier``'s features), behind prompt lookup for the
-        hybrids."""
-        if name.endswith("tree"):
-            drafter = HeadTreeDrafter(head, verifier, sampling, generator, self.head_tree_width, self.tree_nodes)
-        else:
-            drafter = HeadDrafter(head, verifier, sampling, generator)
-        if name.startswith("head-hybrid"):
-            lookup = NGramDrafter(self.max_ngram, min_ngram=min(D.hybrid_min_ngram, self.max_ngram))
-            return HybridDrafter(drafter, lookup)
-        return drafter
+        parts = DraftParts(
+            self.draft, runner, self.target.config.vocab_size, sampling, generator, verifier, batch_size,
+            self.drafter_settings,
+        )
+        return spec_of(name or self.drafter_name).build(parts)
 
     def _eos_ids(self) -> frozenset[int]:
         """The model's end-of-sequence ids and the tokenizer's (a chat template's end of turn)."""

@@ -69,7 +69,15 @@ def test_bad_prompts(gen, prompt, message):
 
 def test_model_drafter_without_a_draft_model():
     with pytest.raises(ValueError, match="drafter=.model. needs a draft model"):
-        SpeculativeGenerator(tiny_llama(64))
+        SpeculativeGenerator(tiny_llama(64), drafter="model")
+
+
+def test_the_drafter_follows_the_models_given_and_the_one_default():
+    from specvideo.text.config import TEXT_DEFAULTS
+
+    target = tiny_llama(64)
+    assert SpeculativeGenerator(target).drafter_name == TEXT_DEFAULTS.drafter == "ngram"
+    assert SpeculativeGenerator(target, draft=tiny_llama(64, seed=1)).drafter_name == "model"
 
 
 def test_unknown_drafter():
