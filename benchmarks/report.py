@@ -7,8 +7,10 @@ leaves the others as they are, ``atomic_write`` never leaves a half-written file
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
+import sys
 from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
@@ -16,6 +18,20 @@ from typing import Any
 import torch
 
 from specvideo.files import atomic_write  # noqa: F401 (the reports write through it)
+
+
+def print_results(payload: dict, markdown: str, targets: str, command: str, written, as_json: bool) -> int:
+    """What ``specvideo bench KIND`` prints: one JSON object (``--json``), or the results table and
+    the targets, and where the report went; returns the exit code."""
+    if as_json:
+        print(json.dumps({**payload, "command": command, "report": written and str(written)}))
+        return 0
+    print(markdown)
+    print("Targets:")
+    print(targets)
+    if written is not None:
+        print(f"\nreport written to {written}", file=sys.stderr)
+    return 0
 
 
 def machine_info(

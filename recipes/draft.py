@@ -16,8 +16,6 @@ another seed); the benchmark's prompts are never trained on.
 from __future__ import annotations
 
 import json
-import math
-import os
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -26,6 +24,8 @@ from pathlib import Path
 import torch
 from transformers import LlamaForCausalLM
 
+from recipes.text import lr_warm_cosine
+from specvideo.files import atomic_path
 from specvideo.text.shared_draft import save_shared_draft, shared_draft_from_target
 from specvideo.text.vocab import save_token_ranking, token_ranking
 
@@ -139,12 +139,7 @@ def train(config: DraftConfig, target_dir: str) -> Path:
         )
     draft.train()
     while step < config.steps and (time.time() - start) / 60 < config.max_minutes:
-        lr = (
-            config.lr
-            * min(1.0, (step + 1) / config.warmup)
-            * 0.5
-            * (1 + math.cos(math.pi * step / config.steps))
-        )
+        lr = lr_warm_cosine(step, config.steps, config.warmup, config.lr)
         for group in opt.param_groups:
             group["lr"] = lr
         batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub)
@@ -190,9 +185,8 @@ def _trained_state(draft) -> dict:
 
 
 def _save(path: Path, obj) -> None:
-    tmp = path.with_suffix(".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def export(config: DraftConfig, target_dir: str) -> Path:

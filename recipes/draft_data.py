@@ -11,7 +11,6 @@ the next shard.
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import torch
 
 from recipes.draft_prompts import chat_prompts, code_prefixes
+from specvideo.files import atomic_path
 from specvideo.text.prompts import chat_ids
 
 
@@ -116,9 +116,8 @@ def run_data(config: DataConfig, target_dir: str) -> Path:
             break
         t = time.time()
         shard = generate_shard(model, prompts, config, pad_id, stop_ids)
-        tmp = path.with_suffix(".tmp")
-        torch.save(shard, tmp)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            torch.save(shard, tmp)
         tokens = sum(len(r["ids"]) - r["start"] for r in shard["rows"])
         record = {
             "shard": name,

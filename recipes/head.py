@@ -22,7 +22,6 @@ file and rename every ``eval_every`` steps; a rerun resumes. Validation rows com
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from dataclasses import asdict, dataclass
@@ -32,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from recipes.draft import _save, data_ranking, load_shards
+from recipes.text import lr_warm_cosine
 from specvideo.text.head import DraftHead, load_head, save_head
 from specvideo.text.vocab import save_token_ranking
 
@@ -246,12 +246,7 @@ def train(config: HeadConfig, target) -> Path:
         )
     head.train()
     while step < config.steps and (time.time() - start) / 60 < config.max_minutes:
-        lr = (
-            config.lr
-            * min(1.0, (step + 1) / config.warmup)
-            * 0.5
-            * (1 + math.cos(math.pi * step / config.steps))
-        )
+        lr = lr_warm_cosine(step, config.steps, config.warmup, config.lr)
         for group in opt.param_groups:
             group["lr"] = lr
         batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub, config.feature_noise, g)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -26,6 +25,7 @@ from tqdm import tqdm
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 from recipes.corpus import corpus_files, read_sources
+from specvideo.files import atomic_dir
 from specvideo.text.vocab import save_token_ranking, token_ranking
 
 EOS = "<|endoftext|>"
@@ -168,6 +168,12 @@ def lr_at(step: int, total: int, cfg, peak: float) -> float:
         return peak * (step + 1) / cfg.warmup
     progress = min(1.0, (step - cfg.warmup) / max(1, total - cfg.warmup))
     return peak * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def lr_warm_cosine(step: int, total: int, warmup: int, peak: float) -> float:
+    """A cosine over all ``total`` steps down to 0, scaled by a linear warm-up over its first
+    ``warmup``: the draft and head recipes' schedule (kept as it made their shipped weights)."""
+    return peak * min(1.0, (step + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * step / total))
 
 
 def train_loop(
@@ -415,15 +421,12 @@ def _frozen(path: Path, device: str) -> LlamaForCausalLM:
 def save_model(model: LlamaForCausalLM, tok, path: Path, ranking: list[int] | None = None) -> None:
     """fp16 safetensors + tokenizer (+ the token ranking for a draft), written to a temp dir and
     renamed into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.to(torch.float16).save_pretrained(tmp, safe_serialization=True)
-    model.to(torch.float32)
-    tok.save_pretrained(tmp)
-    if ranking is not None:
-        save_token_ranking(tmp, ranking, RANKING_SOURCE)
-    shutil.rmtree(path, ignore_errors=True)
-    tmp.rename(path)
+    with atomic_dir(path, keep_others=False) as tmp:
+        model.to(torch.float16).save_pretrained(tmp, safe_serialization=True)
+        model.to(torch.float32)
+        tok.save_pretrained(tmp)
+        if ranking is not None:
+            save_token_ranking(tmp, ranking, RANKING_SOURCE)
 
 
 STAGES = ("all", "tokenizer", "sizes", "target", "draft", "draft-more", "draft-vocab")

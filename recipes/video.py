@@ -43,6 +43,7 @@ from recipes.video_losses import (  # noqa: F401 (re-exported: the recipe's loss
     verifier_heldout_loss,
     x0_loss,
 )
+from specvideo.files import atomic_path
 from specvideo.video.data import (
     TRAIN_ONLY_VIDEOS,
     TRAIN_SEEDS,
@@ -214,8 +215,8 @@ class Checkpointed:
             "elapsed": self.elapsed,
             "rng": self.rng.bit_generator.state,
         }
-        torch.save(state, self.path.with_suffix(".tmp"))
-        self.path.with_suffix(".tmp").replace(self.path)
+        with atomic_path(self.path) as tmp:
+            torch.save(state, tmp)
 
 
 def run_stage(

@@ -45,6 +45,7 @@ from diffusers.training_utils import EMAModel
 from einops import rearrange
 
 from recipes.video import Checkpointed, _ema_copy, num_params, run_stage
+from specvideo.files import atomic_dir
 from specvideo.paths import shipped
 from specvideo.video.data import TRAIN_SEEDS, heldout_synthetic, moving_shapes
 from specvideo.video.drafters import FlowDrafter
@@ -344,19 +345,14 @@ def write_resume_point(cfg: SamplerConfig, out: str | Path) -> Path:
     )
     unet.load_state_dict(saved["model"])
     out = Path(out)
-    tmp = out.with_name(out.name + ".tmp")
-    unet.half().save_pretrained(tmp / "unet")
-    ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
-    ema.load_state_dict(saved["ema"])
-    ema.copy_to(unet.parameters())
-    unet.save_pretrained(tmp / "ema_unet")
-    meta = {"step": saved["step"], "elapsed": saved["elapsed"], "ema_step": ema.optimization_step}
-    (tmp / "resume.json").write_text(json.dumps({**meta, "rng": saved["rng"]}, indent=1))
-    if out.exists():
-        import shutil
-
-        shutil.rmtree(out)
-    tmp.rename(out)
+    with atomic_dir(out) as tmp:  # its README stays
+        unet.half().save_pretrained(tmp / "unet")
+        ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
+        ema.load_state_dict(saved["ema"])
+        ema.copy_to(unet.parameters())
+        unet.save_pretrained(tmp / "ema_unet")
+        meta = {"step": saved["step"], "elapsed": saved["elapsed"], "ema_step": ema.optimization_step}
+        (tmp / "resume.json").write_text(json.dumps({**meta, "rng": saved["rng"]}, indent=1))
     return out
 
 

@@ -9,9 +9,11 @@ umask's default (0666 & ~umask), as ``open(path, "w")`` would.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 
@@ -27,18 +29,49 @@ def plain_mode(path: str | os.PathLike) -> int:
 
 def atomic_write(path: str | os.PathLike, write: Callable, binary: bool = False) -> None:
     """``write(f)`` into a temporary file in ``path``'s folder, then rename it over ``path``."""
+    with atomic_path(path) as tmp, open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+        write(f)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
+    """A temporary file path in ``path``'s folder for a writer that takes a path (ffmpeg,
+    ``torch.save``): renamed over ``path`` when the block ends without an error, removed otherwise.
+    suffix: the temporary name's ending (a writer may read the format from it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            write(f)
-        os.chmod(tmp, plain_mode(path))
+        yield tmp
+        os.chmod(tmp, plain_mode(path))  # mkstemp made it 0600
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike, keep_others: bool = True) -> Iterator[Path]:
+    """A temporary folder beside ``path`` to write a model directory into: it replaces ``path``
+    when the block ends without an error and is removed otherwise. keep_others: the entries of an
+    existing ``path`` that the block did not write (a README, sample grids, a token ranking) move
+    into the new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=path.parent))
+    try:
+        yield tmp
+        tmp.chmod(0o755)  # mkdtemp made it private; a model directory is ordinary files
+        if path.is_dir() and keep_others:
+            for item in path.iterdir():
+                if not (tmp / item.name).exists():
+                    item.rename(tmp / item.name)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _same(a: str, b: str) -> bool:

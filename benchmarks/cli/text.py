@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
-import sys
 
+from benchmarks.report import print_results
 from specvideo.cli.common import add_report, add_seed_and_device, floats, ints, names
 
 
@@ -94,15 +93,8 @@ def run(args: argparse.Namespace) -> int:
     results = run_benchmark(config, progress=True)
     command = shlex.join(reproducing_argv(config))
     written = None if args.no_report else write_report(results, command, args.report)
-    if args.json:
-        print(json.dumps({**results.to_dict(), "command": command, "report": written and str(written)}))
-        return 0
-    print(to_markdown(results))
-    print("Targets:")
-    print(format_targets(results))
-    if written is not None:
-        print(f"\nreport written to {written}", file=sys.stderr)
-    return 0
+    payload = results.to_dict() if args.json else {}
+    return print_results(payload, to_markdown(results), format_targets(results), command, written, args.json)
 
 
 def reproducing_argv(config) -> list[str]:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
-import sys
 
+from benchmarks.report import print_results
 from specvideo.cli.common import add_report, add_seed_and_device, floats, ints, names
 from specvideo.video.drafters import DRAFTERS
 from specvideo.video.inputs import VIDEO_SCHEDULES
@@ -129,23 +128,8 @@ def run(args: argparse.Namespace) -> int:
     results = run_benchmark(config, progress=True)
     command = shlex.join(argv_of(config))
     written = None if args.no_report else write_report(results, command, args.report)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    **results.to_dict(check_targets(results)),
-                    "command": command,
-                    "report": written and str(written),
-                }
-            )
-        )
-        return 0
-    print(to_markdown(results))
-    print("Targets:")
-    print(format_targets(results))
-    if written is not None:
-        print(f"\nreport written to {written}", file=sys.stderr)
-    return 0
+    payload = results.to_dict(check_targets(results)) if args.json else {}
+    return print_results(payload, to_markdown(results), format_targets(results), command, written, args.json)
 
 
 def argv_of(c) -> list[str]:

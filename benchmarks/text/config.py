@@ -6,13 +6,13 @@ import math
 from dataclasses import dataclass
 
 from benchmarks.text.llama_cpp import LLAMA_MODES
+from specvideo.core.schedule import SCHEDULES
 from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
 from specvideo.text.precision import DTYPES
 
 FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
 # llama.cpp's server on the same GGUF files (scripts/build_llama_cpp.sh builds it; asked for by name)
 PEER_FAMILIES = ("llama-cpp",)
-SCHEDULES = ("constant", "heuristic", "confidence")
 HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
 WORKLOADS = ("code", "chat", "fim")  # fim: fill-in-the-middle, for a model with FIM tokens (the code pair)
 SPLITS = ("tuning", "heldout")

@@ -18,12 +18,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from tqdm import tqdm
 
+from specvideo.files import atomic_dir
 from specvideo.paths import cache_root
 
 SOURCE_FILE = "specvideo_source.json"  # in the converted directory: which GGUF file it came from
@@ -86,14 +85,8 @@ def _convert(source: Path, out: Path, stamp: dict, dtype: str) -> None:
         del quantized
         model.to(getattr(torch, dtype))
         bar.update()
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-        try:
+        with atomic_dir(out, keep_others=False) as tmp:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             (tmp / SOURCE_FILE).write_text(json.dumps(stamp))
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp, out)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         bar.update()

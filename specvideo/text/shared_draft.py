@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel
+
+from specvideo.files import atomic_dir
 
 MARKER = "specvideo_shared_embeddings"
 INIT_KEY = "specvideo_init_layers"
@@ -68,20 +68,11 @@ def write_weights(out: Path, state: dict[str, torch.Tensor], config: dict) -> Pa
     """model.safetensors (the fp16 ``state``) and config.json into ``out`` by temp dir and rename;
     files in ``out`` that are not these two (a README, a token ranking) stay."""
     config = {**config, "dtype": "float16"}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with atomic_dir(out) as tmp:  # files that are not ours (README, token ranking) stay
         save_file(state, tmp / "model.safetensors", metadata={"format": "pt"})
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        tmp.chmod(0o755)  # mkdtemp makes it private; a model directory is ordinary files
         for name in ("model.safetensors", "config.json"):
             (tmp / name).chmod(0o644)
-        if out.exists():  # keep files that are not ours (README, token ranking)
-            for name in ("model.safetensors", "config.json"):
-                os.replace(tmp / name, out / name)
-        else:
-            os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

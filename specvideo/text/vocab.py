@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from specvideo.files import atomic_write
+
 RANKING_FILE = "token_ranking.json"
 
 
@@ -32,9 +34,7 @@ def token_ranking(train_ids: np.ndarray, vocab_size: int) -> list[int]:
 def save_token_ranking(directory: str | os.PathLike, ranking: list[int], source: str) -> Path:
     """Written to a temp file and renamed, so an existing ranking is never left half-written."""
     path = Path(directory) / RANKING_FILE
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"source": source, "ranking": [int(t) for t in ranking]}))
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: f.write(json.dumps({"source": source, "ranking": [int(t) for t in ranking]})))
     return path
 
 

@@ -14,7 +14,6 @@ import numbers
 import os
 import re
 import subprocess
-import tempfile
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,8 @@ import imageio_ffmpeg
 import numpy as np
 import torch
 from einops import rearrange
+
+from specvideo.files import atomic_path
 
 DEFAULT_FPS = 25.0  # used when a file's frame-rate metadata is missing, zero or not finite
 DEFAULT_CRF = 18  # libx264 constant rate factor: visually near-lossless, small files
@@ -225,16 +226,9 @@ def write_video(
     if not path.parent.is_dir():
         raise FileNotFoundError(f"output directory does not exist: {path.parent}")
     frames = _pad_even(frames)  # (F, H', W', 3)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp.mp4")
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with atomic_path(path, suffix=".tmp.mp4") as tmp:
         _encode(frames, tmp, fps, crf)
         _check_written(tmp, frames.shape[2], frames.shape[1])
-        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)  # mkstemp made it 0600
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

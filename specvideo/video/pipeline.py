@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from specvideo.core.acceptance import threshold_accept
 from specvideo.core.loop import speculate
 from specvideo.core.schedule import RowSchedules, make_schedule
 from specvideo.errors import first_line
+from specvideo.files import atomic_dir
 from specvideo.paths import shipped
 from specvideo.video.config import VIDEO_DEFAULTS, default_threshold
 from specvideo.video.drafters import DRAFTERS, FrameDrafter, LearnedDrafter, make_drafter
@@ -265,31 +265,21 @@ class SpeculativeVideoPipeline:
 
         ``default_drafter`` names the drafter ``from_pretrained`` picks (default: this pipeline's);
         a learned drafter's weights are saved either way."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        self.unet.save_pretrained(tmp / "unet")
-        self.scheduler.save_pretrained(tmp / "scheduler")
-        (tmp / "drafter").mkdir()
-        if isinstance(self.drafter, LearnedDrafter):
-            self.drafter.save_pretrained(tmp / "drafter")
-        (tmp / "drafter" / "drafter.json").write_text(
-            json.dumps({"name": default_drafter or self.drafter_name})
-        )
-        index = {
-            "_class_name": type(self).__name__,
-            "num_context_frames": self.verifier.num_context_frames,
-            "hint": self.verifier.hint,
-            "residual": self.verifier.residual,
-            "context_noise_level": self.verifier.context_noise_level,
-        }
-        (tmp / "model_index.json").write_text(json.dumps(index, indent=2))
-        if path.is_dir():  # keep what lives beside the parts (README, sample grids, ...)
-            for item in path.iterdir():
-                if not (tmp / item.name).exists():
-                    item.rename(tmp / item.name)
-        shutil.rmtree(path, ignore_errors=True)
-        tmp.rename(path)
+        with atomic_dir(path) as tmp:
+            self.unet.save_pretrained(tmp / "unet")
+            self.scheduler.save_pretrained(tmp / "scheduler")
+            (tmp / "drafter").mkdir()
+            if isinstance(self.drafter, LearnedDrafter):
+                self.drafter.save_pretrained(tmp / "drafter")
+            (tmp / "drafter" / "drafter.json").write_text(json.dumps({"name": default_drafter or self.drafter_name}))
+            index = {
+                "_class_name": type(self).__name__,
+                "num_context_frames": self.verifier.num_context_frames,
+                "hint": self.verifier.hint,
+                "residual": self.verifier.residual,
+                "context_noise_level": self.verifier.context_noise_level,
+            }
+            (tmp / "model_index.json").write_text(json.dumps(index, indent=2))
 
     @classmethod
     def from_pretrained(
