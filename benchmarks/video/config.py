@@ -168,7 +168,7 @@ class SpecSetting:
     schedule: str = D.schedule
 
 
-DEFAULT_SETTING = SpecSetting(D.drafter, D.threshold, D.strength)
+DEFAULT_SETTING = SpecSetting(D.drafter, D.tau, D.strength)
 
 
 @dataclass(frozen=True)

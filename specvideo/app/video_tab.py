@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import gradio as gr
@@ -25,7 +24,7 @@ from specvideo.app.config import AppConfig
 from specvideo.errors import one_line
 from specvideo.paths import shipped
 from specvideo.video import DRAFTERS, METRICS, VideoClip, make_drafter, probe_video, read_video, write_video
-from specvideo.video.config import VIDEO_DEFAULTS
+from specvideo.video.config import VIDEO_DEFAULTS, VideoConfig
 from specvideo.video.data import HELDOUT_SEEDS, moving_shapes, sample_video_paths
 from specvideo.video.drafters import FrameDrafter
 from specvideo.video.io import frames_to_tensor, short_warning
@@ -104,37 +103,25 @@ def read_context(path: str, num_context: int, config: AppConfig) -> VideoClip:
     return clip
 
 
-@dataclass(frozen=True)
-class VideoRequest:
-    drafter: str
-    num_frames: int
-    num_draft_frames: int
-    threshold: float
-    metric: str
-    strength: float
-    num_inference_steps: int
-    num_refine_steps: int
-    seed: int
+def run_request(config: VideoConfig, pipe, context, mode: str, progress: gr.Progress) -> VideoPipelineOutput:
+    """The pipeline's call for one request of the tab, in ``mode``, its rounds shown as progress."""
 
-    def run(self, pipe, context, mode: str, progress: gr.Progress) -> VideoPipelineOutput:
-        def report(pipe, round_index, timestep, kwargs):
-            progress(
-                (kwargs["stats"].emitted, self.num_frames),
-                desc=f"{mode}: round {round_index + 1}",
-                unit="frames",
-            )
-            return kwargs
-
-        settings = {k: v for k, v in asdict(self).items() if k not in ("drafter", "seed")}
-        return pipe(
-            context,
-            mode=mode,
-            generator=torch.Generator().manual_seed(self.seed),
-            callback_on_step_end=report,
-            callback_on_step_end_tensor_inputs=["stats"],
-            progress=False,
-            **settings,
+    def report(pipe, round_index, timestep, kwargs):
+        progress(
+            (kwargs["stats"].emitted, config.num_frames),
+            desc=f"{mode}: round {round_index + 1}",
+            unit="frames",
         )
+        return kwargs
+
+    return pipe(
+        context,
+        config.updated(mode=mode),
+        generator=torch.Generator().manual_seed(config.seed),
+        callback_on_step_end=report,
+        callback_on_step_end_tensor_inputs=["stats"],
+        progress=False,
+    )
 
 
 def timeline(stats: VideoSpecStats, threshold: float, metric: str) -> Figure:
@@ -198,7 +185,7 @@ class VideoTab:
         c = self.config
         check(drafter in DRAFTERS, f"drafter must be one of {DRAFTERS}, got {drafter!r}")
         check(metric in METRICS, f"metric must be one of {METRICS}, got {metric!r}")
-        return VideoRequest(
+        return D.updated(
             drafter=drafter,
             num_frames=bounded_int(num_frames, "number of frames", 1, c.max_frames),
             num_draft_frames=bounded_int(k, "k", 1, c.max_draft),
@@ -217,7 +204,7 @@ class VideoTab:
         drafter: str = D.drafter,
         num_frames: int = D.num_frames,
         k: int = D.num_draft_frames,
-        threshold: float = D.threshold,
+        threshold: float = D.tau,
         metric: str = D.metric,
         strength: float = D.strength,
         steps: int = D.num_inference_steps,
@@ -233,12 +220,12 @@ class VideoTab:
             progress(0, desc="loading the models")
             pipe = pipeline_for(request.drafter)
             clip = read_context(video or example_path(example), pipe.verifier.num_context_frames, self.config)
-            out = request.run(pipe, clip.frames, "speculative", progress)
-            baseline = request.run(pipe, clip.frames, "target", progress) if compare else None
+            out = run_request(request, pipe, clip.frames, "speculative", progress)
+            baseline = run_request(request, pipe, clip.frames, "target", progress) if compare else None
             folder = request_dir()
             generated = write_video(out.frames, folder / "generated.mp4", fps=clip.fps)
             sbs = write_video(side_by_side(clip.frames[-1], out), folder / "side-by-side.mp4", fps=clip.fps)
-            plot = timeline(out.stats, request.threshold, request.metric)
+            plot = timeline(out.stats, request.tau, request.metric)
             return str(generated), str(sbs), plot, stats_rows(out, baseline)
 
     def show_example(self, name: str) -> str:
@@ -259,7 +246,7 @@ class VideoTab:
                     num_frames = gr.Slider(1, c.max_frames, value=d.num_frames, step=1, label="Frames")
                     k = gr.Slider(1, c.max_draft, value=d.num_draft_frames, step=1, label="Draft length k")
                 with gr.Row():
-                    threshold = gr.Number(value=d.threshold, label="Threshold τ (typicality ≥ 0, SSIM ≤ 1, PSNR dB)")
+                    threshold = gr.Number(value=d.tau, label="Threshold τ (typicality ≥ 0, SSIM ≤ 1, PSNR dB)")
                     metric = gr.Radio(list(METRICS), value=d.metric, label="Metric")
                 with gr.Row():
                     strength = gr.Slider(0.05, 1, value=d.strength, step=0.05, label="Strength s")

@@ -9,11 +9,12 @@ settings (``force=True`` redoes them), and fail a bad item alone.
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from specvideo.batch.items import (
+    VIDEO_SETTINGS,
     TextItem,
     VideoItem,
     settings_hash,
@@ -25,43 +26,27 @@ from specvideo.batch.manifest import Manifest
 from specvideo.batch.runner import BatchContext, BatchSummary, Job, run_job
 from specvideo.batch.workers import TextWorker, VideoWorker
 from specvideo.files import clashing_outputs
+from specvideo.video.config import VIDEO_DEFAULTS, VideoConfig
 
-VIDEO_SETTINGS = (
-    "num_frames",
-    "mode",
-    "num_draft_frames",
-    "threshold",
-    "metric",
-    "strength",
-    "num_refine_steps",
-    "num_inference_steps",
-    "schedule",
-    "seed",
-)
 VIDEO_JOB_SETTINGS = ("fps", "side_by_side", "max_side")  # the job's own, beside the pipeline's
 TEXT_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed")
 TEXT_GENERATOR = ("drafter", "num_draft_tokens", "schedule", "draft_vocab_size", "dtype", "exact")
 
 
-def video_settings(**given) -> dict[str, Any]:
-    """VIDEO_DEFAULTS with ``given`` over them, checked as the pipeline would check them."""
-    from specvideo.video.config import VIDEO_DEFAULTS, default_threshold
-    from specvideo.video.inputs import CallSettings, check_call
+def video_settings(config: VideoConfig | None = None, **given) -> dict[str, Any]:
+    """The job's settings: ``config`` (default VIDEO_DEFAULTS) with ``given`` over it, checked as
+    the pipeline would check them, the threshold resolved to the metric's own when None."""
+    from specvideo.video.inputs import check_settings
 
     unknown = sorted(set(given) - set(VIDEO_SETTINGS) - set(VIDEO_JOB_SETTINGS))
     if unknown:
         raise ValueError(f"unknown video setting(s) {unknown}; choose from {VIDEO_SETTINGS + VIDEO_JOB_SETTINGS}")
-    defaults = {
-        f.name: getattr(VIDEO_DEFAULTS, f.name) for f in fields(VIDEO_DEFAULTS) if f.name in VIDEO_SETTINGS
-    }
-    settings = {**defaults, "fps": None, "side_by_side": False, "max_side": VIDEO_DEFAULTS.max_side, **given}
-    if given.get("threshold") is None:  # each check's own default
-        settings["threshold"] = default_threshold(settings["metric"])
-    max_side = settings["max_side"]
-    if not isinstance(max_side, int) or isinstance(max_side, bool) or max_side < 8:
-        raise ValueError(f"max_side must be an integer >= 8 (pixels), got {max_side!r}")
-    check_call(CallSettings(**{k: settings[k] for k in VIDEO_SETTINGS if k != "seed"}, output_type="np"))
-    return settings
+    job = {"fps": given.pop("fps", None), "side_by_side": given.pop("side_by_side", False)}
+    config = (config or VIDEO_DEFAULTS).updated(**given)
+    if not isinstance(config.max_side, int) or isinstance(config.max_side, bool) or config.max_side < 8:
+        raise ValueError(f"max_side must be an integer >= 8 (pixels), got {config.max_side!r}")
+    check_settings(config)
+    return {**{k: getattr(config, k) for k in VIDEO_SETTINGS}, "threshold": config.tau, "max_side": config.max_side, **job}
 
 
 def run_video(
@@ -86,14 +71,16 @@ def video_job(
     force=False,
     progress=True,
     on_item=None,
+    config=None,
     **settings,
 ):
     """The video job: model / drafter / device choose the pipeline; batch_size items go through one
     pipeline call; ray, num_actors, cpus_per_actor choose where (see specvideo.batch.runner); force
-    redoes finished items; on_item(row, context) is called after every item; the other keyword
-    arguments are pipeline settings (VIDEO_SETTINGS, fps, side_by_side). Returns (rows, BatchSummary)."""
+    redoes finished items; on_item(row, context) is called after every item; config: the
+    VideoConfig of every item (default VIDEO_DEFAULTS), the other keyword arguments settings over it
+    (VIDEO_SETTINGS, max_side) and the job's own (fps, side_by_side). Returns (rows, BatchSummary)."""
     _check_batch(batch_size, cpus_per_actor, num_actors)
-    settings = video_settings(**settings)
+    settings = video_settings(config, **settings)
     out = Path(out_dir)
     items = video_items([inputs] if isinstance(inputs, str) else list(inputs), str(out))
     if not items:

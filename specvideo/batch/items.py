@@ -12,8 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specvideo.video.config import CALL_SETTINGS
+
 VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".gif")
 TEXT_LINE_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed")
+
+
+# the VideoConfig settings a job's items share: the pipeline call's (check_levels kept at its
+# default) and every item's generator seed
+VIDEO_SETTINGS = (*(n for n in CALL_SETTINGS if n != "check_levels"), "seed")
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from specvideo.batch.items import TextItem, VideoItem, side_by_side_path
+from specvideo.batch.items import VIDEO_SETTINGS, TextItem, VideoItem, side_by_side_path
 from specvideo.errors import first_line
+from specvideo.video.config import VIDEO_DEFAULTS
 
 
 def _error(item_id: str, reason: Exception | str, **extra) -> dict[str, Any]:
@@ -20,9 +21,10 @@ def _error(item_id: str, reason: Exception | str, **extra) -> dict[str, Any]:
 
 
 class VideoWorker:
-    """Continues videos with one SpeculativeVideoPipeline; ``settings`` are pipe() keyword arguments
-    plus "seed" (every item's generator seed), "fps", "side_by_side" and "max_side" (the longer side
-    inputs are downscaled to on decode). Items of one frame size share a pipe batch."""
+    """Continues videos with one SpeculativeVideoPipeline; ``settings`` are the job's
+    (``specvideo.batch.video_settings``): the VideoConfig settings ``VIDEO_SETTINGS`` (seed: every
+    item's generator seed), "max_side" (the longer side inputs are downscaled to on decode), "fps"
+    and "side_by_side". Items of one frame size share a pipe batch."""
 
     def __init__(
         self, model: str | None, drafter: str | None, device: str | None, threads: int | None = None
@@ -67,9 +69,9 @@ class VideoWorker:
         from specvideo.video.sidebyside import side_by_side_frames
 
         start = time.perf_counter()
-        options = {k: v for k, v in settings.items() if k not in ("seed", "fps", "side_by_side", "max_side")}
-        generators = [torch.Generator().manual_seed(settings["seed"]) for _ in loaded]
-        out = self.pipe([clip.frames for _, clip in loaded], generator=generators, progress=False, **options)
+        config = VIDEO_DEFAULTS.updated(**{k: settings[k] for k in VIDEO_SETTINGS})
+        generators = [torch.Generator().manual_seed(config.seed) for _ in loaded]
+        out = self.pipe([clip.frames for _, clip in loaded], config, generator=generators, progress=False)
         seconds = (time.perf_counter() - start) / len(loaded)  # the batch's time, shared out
         rows = {}
         for b, (item, clip) in enumerate(loaded):

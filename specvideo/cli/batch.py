@@ -23,7 +23,7 @@ def add(commands) -> None:
     v.add_argument(
         "--side-by-side", action="store_true", help="also write NAME.sbs.mp4 (context | draft | final)"
     )
-    v.add_argument("--fps", type=float, help="frame rate of the outputs (default: each input's)")
+    v.add_argument("--fps", dest="output_fps", type=float, help="frame rate of the outputs (default: each input's)")
     _add_job_flags(v, batch_size=4)
     v.set_defaults(run=run_video)
     t = kinds.add_parser("text", help="answer every line of a prompts JSONL into a results JSONL")
@@ -67,21 +67,16 @@ def _job_kwargs(args) -> dict:
 def run_video(args: argparse.Namespace) -> int:
     from specvideo.batch import video_job
 
-    settings = {
-        **video_cli.settings(args),
-        "seed": args.seed,
-        "fps": args.fps,
-        "side_by_side": args.side_by_side,
-        "max_side": args.max_side,
-    }
     rows, summary = video_job(
         args.inputs,
         args.out_dir,
         model=args.model,
         drafter=args.drafter,
         device=args.device,
+        config=video_cli.settings(args),
+        fps=args.output_fps,
+        side_by_side=args.side_by_side,
         **_job_kwargs(args),
-        **settings,
     )
     return _report(rows, summary, args.json)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 
 from specvideo.cli.common import UsageError, add_seed_and_device, check_output
 from specvideo.files import clashing_outputs
-from specvideo.video.config import MODES, VIDEO_DEFAULTS
+from specvideo.video.config import MODES, VIDEO_DEFAULTS, VideoConfig
 from specvideo.video.drafters import DRAFTERS
 from specvideo.video.inputs import VIDEO_SCHEDULES
 from specvideo.video.metrics import METRICS
@@ -43,7 +44,7 @@ def add_settings(p) -> None:
     p.add_argument(
         "--threshold",
         type=float,
-        help=f"acceptance threshold tau on the metric (default: {d.threshold:g} for typicality, 0.9 for "
+        help=f"acceptance threshold tau on the metric (default: {d.tau:g} for typicality, 0.9 for "
         "ssim, 30 for psnr)",
     )
     p.add_argument(
@@ -56,8 +57,16 @@ def add_settings(p) -> None:
     p.add_argument(
         "--strength", type=float, default=d.strength, help="refinement strength s in (0, 1] (ssim / psnr checks)"
     )
-    p.add_argument("--refine-steps", type=int, default=d.num_refine_steps, help="refinement steps m (ssim / psnr)")
-    p.add_argument("--steps", type=int, default=d.num_inference_steps, help="full-sampler steps N")
+    p.add_argument(
+        "--refine-steps",
+        dest="num_refine_steps",
+        type=int,
+        default=d.num_refine_steps,
+        help="refinement steps m (ssim / psnr)",
+    )
+    p.add_argument(
+        "--steps", dest="num_inference_steps", type=int, default=d.num_inference_steps, help="full-sampler steps N"
+    )
     p.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
     p.add_argument("--model", help="pipeline directory (default: the shipped models/video)")
     p.add_argument(
@@ -76,19 +85,13 @@ def add_settings(p) -> None:
     add_seed_and_device(p, d.seed, None)
 
 
-def settings(args) -> dict:
-    """The pipeline keyword arguments the shared flags name."""
-    return dict(
-        num_frames=args.num_frames,
-        mode=args.mode,
-        num_draft_frames=args.num_draft_frames,
-        threshold=args.threshold,
-        metric=args.metric,
-        strength=args.strength,
-        num_refine_steps=args.refine_steps,
-        num_inference_steps=args.steps,
-        schedule=args.schedule,
-    )
+def settings(args) -> VideoConfig:
+    """The VideoConfig the shared flags name (each flag's destination is its setting's name; no
+    --drafter: the model directory's, which ``from_pretrained`` reads)."""
+    given = {f.name: getattr(args, f.name) for f in fields(VideoConfig) if hasattr(args, f.name)}
+    if given.get("drafter") is None:
+        given.pop("drafter", None)
+    return VIDEO_DEFAULTS.updated(**given)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,12 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if warning := short_warning(args.input, clip):
             print(warning, file=sys.stderr)
     context = clip.frames[-(P + 1) :]
-    out = pipe(
-        context,
-        **settings(args),
-        generator=torch.Generator().manual_seed(args.seed),
-        progress=not args.json,
-    )
+    out = pipe(context, settings(args), generator=torch.Generator().manual_seed(args.seed), progress=not args.json)
     write_video(out.frames, args.out, fps=clip.fps)
     if args.side_by_side:
         write_video(

@@ -1,18 +1,12 @@
-"""One source of defaults for video generation: the API, the CLI and the app read them from here.
-
-Since issue #39 the check is a typicality test (``metric="typicality"``, tau 0.33: the rule below)
-and an accepted frame is the draft itself; on the tuning and validation splits keeping the draft
-beat keeping its refinement on KID and sharpness (docs/BENCHMARKS.md "Video: the typicality
-check"). The other settings were chosen on the tuning split for the shipped sampler (issue #26;
-docs/BENCHMARKS.md "Video: tuning split"): DDPM with N = 8 full-sampler steps for the corrections,
-flow drafts, k = 4 a round; s = 0.6 and m = 3 are the refine checks' (``metric="ssim"`` / "psnr":
-the draft re-noised to t = 0.6 (T - 1) and denoised in m DDPM steps, accepted at SSIM >= 0.9 to
-that refinement, the refinement kept), the default before #39.
+"""One source of defaults for video generation: the API, the CLI, the app and batch jobs read them
+from here, as one ``VideoConfig``. How each default was chosen, with its measurements, is in
+docs/BENCHMARKS.md ("Video: the typicality check (#39)", "Video: tuning split", "Video: bf16
+autocast of the verifier").
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 MODES = ("speculative", "target", "draft")
 # the typicality threshold, chosen on the tuning split by a rule that does not look at the default's
@@ -26,6 +20,10 @@ DEFAULT_THRESHOLDS = {"typicality": TYPICALITY_THRESHOLD, "ssim": 0.9, "psnr": 3
 
 @dataclass(frozen=True)
 class VideoConfig:
+    """Every video setting under one name: the pipeline's call reads ``CALL_SETTINGS``; the drafter,
+    ``max_side`` and ``autocast`` choose and load the pipeline; ``seed`` and ``fps`` are the
+    commands'. The CLI, the app and batch jobs build one and hand it over whole."""
+
     num_frames: int = 16
     mode: str = "speculative"
     drafter: str = "flow"
@@ -35,7 +33,7 @@ class VideoConfig:
     # ``check_levels``, and keeps the draft itself when the score reaches the threshold; "ssim" /
     # "psnr" compare a draft with its refinement (s, m) and keep the refinement
     metric: str = "typicality"
-    threshold: float = TYPICALITY_THRESHOLD
+    threshold: float | None = None  # tau; None: the metric's own (DEFAULT_THRESHOLDS; ``tau``)
     check_levels: tuple[int, ...] = (300,)
     strength: float = 0.6
     num_refine_steps: int = 3
@@ -44,22 +42,40 @@ class VideoConfig:
     seed: int = 0
     fps: float = 8.0
     # frames are generated at the input's resolution, downscaled on decode to this longer side at
-    # most (aspect kept): the UNet is fully convolutional, its cost grows with the pixels. Measured
-    # (2-core CPU, alone, the sampler-stage UNet, k 4, all 16 drafts accepted): a 16-frame
-    # continuation of vtest.avi with these defaults (m 3) took 1.3 s of generation at 64 px (0.08 s /
-    # frame) and 45 s at 320 (240 x 320, 2.8 s / frame), 55 s for the whole command with loading and
-    # encoding; with m 4 it took 1.9 s and 64.9 s, with m 1 0.6 s at 64, 7.6 s at 256, 16.0 s at 320
-    # and 27.0 s at 384. A rejected draft adds N = 8 evaluations. 320 keeps a 320 x 240 clip whole
-    # and a continuation under the minute.
+    # most (aspect kept): the UNet is fully convolutional, its cost grows with the pixels; 320 keeps a
+    # 320 x 240 clip whole (0.35 s a frame for the default on this project's CPU: docs/BENCHMARKS.md "Video: test split at 320 px")
     max_side: int = 320
     # the verifier's UNet under bf16 autocast where the device computes bf16 natively (AMX / AVX-512
-    # BF16 CPUs): on the tuning split's real clips at 320 px a frame cost 1.34 s instead of 1.91
-    # (target N 8) and 0.55 instead of 0.92 (the speculative default), KID, sharpness and SSIM
-    # unchanged within the seed spread (docs/BENCHMARKS.md "Video: bf16 autocast")
+    # BF16 CPUs, GPUs): realism unchanged within the seed spread, 1.4-1.7x faster at 320 px
     autocast: str = "auto"
+
+    @property
+    def tau(self) -> float:
+        """The acceptance threshold: ``threshold``, or the metric's own when it is None."""
+        return default_threshold(self.metric) if self.threshold is None else self.threshold
+
+    def updated(self, **changes) -> VideoConfig:
+        """A copy with ``changes``; an unknown name is a ValueError naming it."""
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise ValueError(f"unknown video setting(s) {unknown}; choose from {[f.name for f in fields(self)]}")
+        return replace(self, **changes)
 
 
 VIDEO_DEFAULTS = VideoConfig()
+# the settings the pipeline's call reads (the rest choose the pipeline or belong to a command)
+CALL_SETTINGS = (
+    "num_frames",
+    "mode",
+    "num_draft_frames",
+    "threshold",
+    "metric",
+    "strength",
+    "num_refine_steps",
+    "num_inference_steps",
+    "schedule",
+    "check_levels",
+)
 
 
 def default_threshold(metric: str) -> float:

@@ -4,13 +4,12 @@ generators, settings and callback inputs. Every problem is one ValueError naming
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from specvideo.core.schedule import SCHEDULES
-from specvideo.video.config import MODES
+from specvideo.video.config import MODES, VideoConfig
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import METRICS, PSNR_CAP_DB
 
@@ -63,21 +62,9 @@ def check_callback_inputs(names, allowed: list[str]) -> list[str]:
     return list(names)
 
 
-@dataclass(frozen=True)
-class CallSettings:
-    num_frames: int
-    mode: str
-    num_draft_frames: int
-    threshold: float
-    metric: str
-    strength: float
-    num_refine_steps: int
-    num_inference_steps: int
-    output_type: str
-    schedule: str
-
-
-def check_call(c: CallSettings) -> None:
+def check_settings(c: VideoConfig, output_type: str = "np") -> None:
+    """Every setting the pipeline's call reads, with the output type: one ValueError naming the first
+    bad one."""
     checks = [
         (_int_at_least(c.num_frames, 1), f"num_frames must be an integer >= 1, got {c.num_frames!r}"),
         (c.mode in MODES, f"mode must be one of {MODES}, got {c.mode!r}"),
@@ -86,7 +73,7 @@ def check_call(c: CallSettings) -> None:
             f"num_draft_frames must be an integer >= 1, got {c.num_draft_frames!r}",
         ),
         (
-            isinstance(c.threshold, (int, float)) and not math.isnan(c.threshold),
+            isinstance(c.tau, (int, float)) and not math.isnan(c.tau),
             f"threshold must be a number (+/-inf allowed), got {c.threshold!r}",
         ),
         (c.metric in METRICS, f"metric must be one of {METRICS}, got {c.metric!r}"),
@@ -102,7 +89,7 @@ def check_call(c: CallSettings) -> None:
             _int_at_least(c.num_inference_steps, 1),
             f"num_inference_steps must be an integer >= 1, got {c.num_inference_steps!r}",
         ),
-        (c.output_type in OUTPUT_TYPES, f"output_type must be one of {OUTPUT_TYPES}, got {c.output_type!r}"),
+        (output_type in OUTPUT_TYPES, f"output_type must be one of {OUTPUT_TYPES}, got {output_type!r}"),
         (
             c.schedule in VIDEO_SCHEDULES,
             f"schedule must be one of {VIDEO_SCHEDULES} for video, got {c.schedule!r}"
@@ -116,7 +103,7 @@ def check_call(c: CallSettings) -> None:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
-    check_threshold(c.threshold, c.metric)
+    check_threshold(c.tau, c.metric)
 
 
 def check_threshold(tau: float, metric: str) -> None:

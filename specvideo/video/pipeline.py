@@ -28,13 +28,12 @@ from specvideo.core.schedule import RowSchedules, make_schedule
 from specvideo.errors import first_line
 from specvideo.files import atomic_dir
 from specvideo.paths import shipped
-from specvideo.video.config import VIDEO_DEFAULTS, default_threshold
+from specvideo.video.config import VIDEO_DEFAULTS, VideoConfig
 from specvideo.video.drafters import DRAFTERS, FrameDrafter, LearnedDrafter, make_drafter
 from specvideo.video.inputs import (
     OUTPUT_TYPES,
-    CallSettings,
-    check_call,
     check_callback_inputs,
+    check_settings,
     row_generators,
     split_batch,
     to_tensor,
@@ -122,23 +121,21 @@ class SpeculativeVideoPipeline:
     def __call__(
         self,
         context_frames,
-        num_frames: int = D.num_frames,
-        mode: str = D.mode,
-        num_draft_frames: int = D.num_draft_frames,
-        threshold: float | None = None,
-        metric: str = D.metric,
-        strength: float = D.strength,
-        num_refine_steps: int = D.num_refine_steps,
-        num_inference_steps: int = D.num_inference_steps,
-        schedule: str = D.schedule,
+        settings: VideoConfig | None = None,
+        *,
         generator: torch.Generator | list[torch.Generator] | None = None,
         output_type: str = "np",
         callback_on_step_end=None,
         callback_on_step_end_tensor_inputs: list[str] | None = None,
         progress: bool = True,
+        **changes,
     ) -> VideoPipelineOutput:
         """Generate ``num_frames`` frames after ``context_frames``, or after each of a batch of them.
 
+        settings: a ``VideoConfig`` (default ``VIDEO_DEFAULTS``); the call reads its
+        ``CALL_SETTINGS`` (num_frames, mode, num_draft_frames, threshold, metric, strength,
+        num_refine_steps, num_inference_steps, schedule, check_levels). ``changes``: any of them by
+        name, over ``settings`` (``pipe(context, num_frames=8)``).
         context_frames: one context (a list of H x W x 3 uint8 arrays, an (F, H, W, 3) uint8 array or
         an (F, 3, H, W) float tensor in [-1, 1]) or a batch: a list of such contexts, or a 5-D array /
         tensor. Frames are generated at the context's own resolution (the UNet is fully
@@ -157,21 +154,9 @@ class SpeculativeVideoPipeline:
         ``callback_kwargs`` holds the names in ``callback_on_step_end_tensor_inputs`` (default: all
         of "frames", the frames emitted so far, (F_so_far, 3, H, W) or a list per row, and "stats").
         """
-        threshold = default_threshold(metric) if threshold is None else threshold
-        check_call(
-            CallSettings(
-                num_frames,
-                mode,
-                num_draft_frames,
-                threshold,
-                metric,
-                strength,
-                num_refine_steps,
-                num_inference_steps,
-                output_type,
-                schedule,
-            )
-        )
+        c = (settings or VIDEO_DEFAULTS).updated(**changes)
+        check_settings(c, output_type)
+        mode, num_frames, threshold = c.mode, c.num_frames, c.tau
         tensor_inputs = check_callback_inputs(
             callback_on_step_end_tensor_inputs, self._callback_tensor_inputs
         )
@@ -184,8 +169,8 @@ class SpeculativeVideoPipeline:
             raise ValueError(f"the contexts of a batch must share one frame size, got {sizes} (H, W)")
         shape = tuple(prepared[0][0].shape[1:])  # (3, H', W'): padded to the UNet's multiple
         tau = -math.inf if mode == "draft" else threshold
-        k = num_frames if mode == "draft" else num_draft_frames
-        rule = RowSchedules([make_schedule("constant" if mode == "draft" else schedule, k) for _ in prepared])
+        k = num_frames if mode == "draft" else c.num_draft_frames
+        rule = RowSchedules([make_schedule("constant" if mode == "draft" else c.schedule, k) for _ in prepared])
         rows = VideoRows(  # each row drafts up to its own k: rows do not depend on each other
             [FrameHistory(c, P) for c, _ in prepared],
             [FrameNoise(g, shape, self.device) for g in generators],
@@ -193,16 +178,16 @@ class SpeculativeVideoPipeline:
             rule.row_k,
         )
         stats = VideoSpecStats()
-        settings = RoundSettings(
+        round_settings = RoundSettings(
             num_frames,
-            strength,
-            num_refine_steps,
-            num_inference_steps,
-            metric,
+            c.strength,
+            c.num_refine_steps,
+            c.num_inference_steps,
+            c.metric,
             refine=mode != "draft",
-            levels=D.check_levels,
+            levels=c.check_levels,
         )
-        verifier = VideoVerifier(self.verifier, rows, settings, stats)
+        verifier = VideoVerifier(self.verifier, rows, round_settings, stats)
         drafter = VideoDrafter(None if mode == "target" else self.drafter, rows)
         bar = tqdm(total=num_frames * len(rows), desc=f"specvideo {mode}", disable=not progress, leave=False)
         for step in speculate(

@@ -55,7 +55,7 @@ def config(**kwargs) -> BenchVideoConfig:
         num_synthetic=2,
         num_real=1,
         num_frames=F,
-        thresholds=(0.0, D.threshold),  # typicality >= 0 always: every draft accepted
+        thresholds=(0.0, D.tau),  # typicality >= 0 always: every draft accepted
         strengths=(D.strength,),
         num_refine_steps=D.num_refine_steps,
         target_steps=(1, N),
@@ -90,11 +90,11 @@ EXPECTED = [
     "refine-all-flow",
     "refine-all-learned",
     f"spec-flow-s{D.strength:g}-t0",
-    DEFAULT_NAME := f"spec-flow-s{D.strength:g}-t{D.threshold}",
+    DEFAULT_NAME := f"spec-flow-s{D.strength:g}-t{D.tau}",
     f"spec-learned-s{D.strength:g}-t0",
-    f"spec-learned-s{D.strength:g}-t{D.threshold}",
-    f"spec-copy-s{D.strength:g}-t{D.threshold:g}",  # the default with the other drafters: pooled check
-    f"spec-linear-s{D.strength:g}-t{D.threshold:g}",
+    f"spec-learned-s{D.strength:g}-t{D.tau}",
+    f"spec-copy-s{D.strength:g}-t{D.tau:g}",  # the default with the other drafters: pooled check
+    f"spec-linear-s{D.strength:g}-t{D.tau:g}",
 ]
 
 
@@ -203,7 +203,7 @@ def test_default_setting_added_when_the_sweep_misses_it():
         "refine-all-flow",
         "spec-flow-s0.6-t0.5",
         "default",
-        f"spec-copy-s{D.strength:g}-t{D.threshold:g}",  # the default with the other drafters (pooled check)
+        f"spec-copy-s{D.strength:g}-t{D.tau:g}",  # the default with the other drafters (pooled check)
     ]
     assert methods[-2].setting == DEFAULT_SETTING and methods[-2].is_default
     assert methods[-1].setting == replace(DEFAULT_SETTING, drafter="copy") and not methods[-1].is_default
@@ -243,7 +243,7 @@ def test_targets_json_and_report(results, tmp_path):
     }
     assert [w for w, *_ in sampler].count("synthetic") == len(sampler) // 2  # the same targets each
     pooled = results.pooled_check["synthetic"]
-    assert pooled[1] > 0 and set(pooled[2]) >= {DEFAULT_NAME, f"spec-copy-s{D.strength:g}-t{D.threshold:g}"}
+    assert pooled[1] > 0 and set(pooled[2]) >= {DEFAULT_NAME, f"spec-copy-s{D.strength:g}-t{D.tau:g}"}
     true_context = [t for w, t, *_ in sampler if w == "synthetic" and "true-context" in t]
     assert len(true_context) == 1 and "true-context rounds" in written
 
@@ -438,7 +438,7 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
         "--steps",
         "2",
         "--thresholds",
-        str(D.threshold),
+        str(D.tau),
         "--strengths",
         str(D.strength),
     ]
@@ -457,7 +457,7 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
         "first-target+flow",
         "refine-all-flow",
         DEFAULT_NAME,
-        f"spec-copy-s{D.strength:g}-t{D.threshold:g}",
+        f"spec-copy-s{D.strength:g}-t{D.tau:g}",
     ]
     assert out["command"].startswith("specvideo bench video --model ")
     assert "--num-seeds 4" in out["command"] and "--max-side 128" in out["command"]

@@ -91,7 +91,7 @@ def test_the_reference_needs_one_more_frame_and_falls_back_without_it():
 
 
 def test_each_metric_has_its_default_threshold_and_range():
-    assert default_threshold("typicality") == D.threshold and default_threshold("ssim") == 0.9
+    assert default_threshold("typicality") == D.tau and default_threshold("ssim") == 0.9
     pipe = SpeculativeVideoPipeline(DiffusionVerifier(tiny_unet()), FlowDrafter())
     with pytest.raises(ValueError, match=r"outside the typicality range \[0, inf\)"):
         pipe(context_uint8(), num_frames=1, threshold=-0.5, progress=False)
