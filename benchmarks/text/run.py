@@ -19,8 +19,9 @@ from benchmarks.measure import sync as _sync
 from benchmarks.report import machine_info
 from benchmarks.text.config import BENCH_TEXT_DEFAULTS, BenchTextConfig, parse_drafter
 from benchmarks.text.methods import CallCounter, build_methods
-from benchmarks.text.prompts import BenchPrompt, load_prompts_jsonl, workload_prompts
+from benchmarks.text.prompts import BenchPrompt, load_prompts_jsonl
 from benchmarks.text.results import BenchResults, aggregate, assistant_settings, tie_margins
+from benchmarks.text.workloads import workload_prompts
 from specvideo.text.packing import packed_linears
 from specvideo.text.state import context_length
 

@@ -119,68 +119,39 @@ def _run_smollm2_export(args: argparse.Namespace) -> int:
     return 0
 
 
-# per video stage: the VideoTrainConfig field behind each of its --lr, --unroll and --batch-size
-STAGE_FIELDS = {
-    "verifier": {"lr": "lr", "batch_size": "batch_size"},
-    "hint": {"lr": "hint_lr", "batch_size": "batch_size"},
-    "residual": {"lr": "residual_lr", "batch_size": "batch_size"},
-    "rollout": {"lr": "rollout_lr", "unroll": "rollout_unroll", "batch_size": "rollout_batch_size"},
-    "drafter": {"lr": "drafter_lr", "unroll": "drafter_unroll", "batch_size": "batch_size"},
-}
-
-
 def _add_train_video(kinds) -> None:
+    """video-drafter (the learned frame predictor) and video-export; the UNet is the sampler
+    stage's (``video-sampler``; the stages before it are in git history, recipes/video.py says
+    where)."""
     from recipes.video import VideoTrainConfig
     from specvideo.video.drafters import DRAFTERS
     from specvideo.video.verifier import SAMPLERS
 
     d = VideoTrainConfig()
-    for stage, steps, what in [
-        ("verifier", d.verifier_steps, "the conditional diffusion UNet (x0-prediction, EMA)"),
-        ("hint", d.hint_steps, "the verifier widened for the flow hint, trained on from video-verifier"),
-        ("residual", d.residual_steps, "the hint verifier as a residual over the flow warp (zeroed output)"),
-        (
-            "rollout",
-            d.rollout_steps,
-            "the residual verifier fine-tuned as the one-step generator on its own frames",
-        ),
-        ("drafter", d.drafter_steps, "the learned frame predictor"),
-    ]:
-        v = kinds.add_parser(f"video-{stage}", help=what)
-        v.add_argument("--steps", type=int, default=steps)
-        v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
-        v.add_argument(
-            "--eval-every",
-            type=int,
-            default=d.eval_every,
-            help="steps between evaluations (on the tuning split)",
-        )
-        v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
-        fields = STAGE_FIELDS[stage]
-        v.add_argument("--lr", type=float, default=getattr(d, fields["lr"]), help="peak learning rate")
-        v.add_argument(
-            "--min-lr-ratio",
-            type=float,
-            default=d.min_lr_ratio,
-            help="the cosine ends at this share of the peak (1: constant after the warm-up)",
-        )
-        for flag, what in (
-            ("unroll", "frames each training clip is unrolled on the model's own outputs"),
-            ("batch_size", "clips per step"),
-        ):
-            if flag in fields:
-                v.add_argument(
-                    f"--{flag.replace('_', '-')}", type=int, default=getattr(d, fields[flag]), help=what
-                )
-        add_seed_and_device(v, d.seed, d.device)
-        if stage in ("residual", "rollout"):
-            v.add_argument(
-                "--init",
-                metavar="DIR",
-                help="start from this residual UNet (e.g. models/video/unet) instead of the stage before's",
-            )
-        v.set_defaults(run=_run_train_video, stage=stage)
-    e = kinds.add_parser("video-export", help="write models/video from the trained stages (fp16)")
+    v = kinds.add_parser("video-drafter", help="the learned frame predictor")
+    v.add_argument("--steps", type=int, default=d.drafter_steps)
+    v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
+    v.add_argument(
+        "--eval-every",
+        type=int,
+        default=d.eval_every,
+        help="steps between evaluations (on the tuning split)",
+    )
+    v.add_argument("--work", default=d.work, help="checkpoints and logs (resumable)")
+    v.add_argument("--lr", type=float, default=d.drafter_lr, help="peak learning rate")
+    v.add_argument(
+        "--min-lr-ratio",
+        type=float,
+        default=d.min_lr_ratio,
+        help="the cosine ends at this share of the peak (1: constant after the warm-up)",
+    )
+    v.add_argument(
+        "--unroll", type=int, default=d.drafter_unroll, help="frames each training clip is unrolled on the model's own outputs"
+    )
+    v.add_argument("--batch-size", type=int, default=d.batch_size, help="clips per step")
+    add_seed_and_device(v, d.seed, d.device)
+    v.set_defaults(run=_run_train_video, stage="drafter")
+    e = kinds.add_parser("video-export", help="write models/video from the sampler stage and the drafter (fp16)")
     e.add_argument("--work", default=d.work)
     e.add_argument("--out", default=d.out)
     e.add_argument("--drafter", default="flow", choices=DRAFTERS, help="the pipeline's default drafter")
@@ -297,8 +268,6 @@ def _run_train_video(args: argparse.Namespace) -> int:
         out = video.export(cfg, args.drafter, args.context_noise_level, args.sampler)
         print(f"wrote {out}")
         return 0
-    fields = STAGE_FIELDS[args.stage]
-    knobs = {fields[k]: getattr(args, k) for k in ("lr", "unroll", "batch_size") if k in fields}
     _check_knobs(args)
     cfg = replace(
         cfg,
@@ -307,21 +276,18 @@ def _run_train_video(args: argparse.Namespace) -> int:
         device=args.device,
         seed=args.seed,
         min_lr_ratio=args.min_lr_ratio,
-        **{f"{args.stage}_steps": args.steps},
-        **knobs,
+        drafter_steps=args.steps,
+        drafter_lr=args.lr,
+        drafter_unroll=args.unroll,
+        batch_size=args.batch_size,
     )
-    if getattr(args, "init", None):
-        cfg = replace(cfg, residual_init=args.init)
-    if args.stage == "drafter":
-        result = video.train_drafter(cfg)
-    else:
-        result = video.train_verifier(cfg, stage=args.stage)
+    result = video.train_drafter(cfg)
     print(json.dumps(result, indent=2))
     return 0
 
 
 def _check_knobs(args: argparse.Namespace) -> None:
-    unroll = getattr(args, "unroll", 1)  # only the stages that unroll have the flag
+    unroll = args.unroll
     for flag, value, ok, rule in (
         ("--steps", args.steps, args.steps >= 1, ">= 1"),
         ("--lr", args.lr, args.lr > 0, "> 0"),
