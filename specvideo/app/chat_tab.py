@@ -97,7 +97,7 @@ class ChatPanel:
                     send = gr.Button("Send", variant="primary", elem_id="chat-send")
                     clear = gr.Button("New conversation")
             with gr.Column(scale=1):
-                drafter = gr.Radio(DRAFTERS, value=TEXT_DEFAULTS.drafter, label="Drafter")
+                drafter = gr.Radio(DRAFTERS, value=TEXT_DEFAULTS.drafter_for(), label="Drafter")
                 k = gr.Slider(1, c.max_draft, value=d.num_draft_tokens, step=1, label="Draft length k")
                 temperature = gr.Slider(0, 2, value=d.temperature, step=0.05, label="Temperature (0 = greedy)")
                 max_tokens = gr.Slider(1, c.max_new_tokens, value=min(d.max_new_tokens, c.max_new_tokens), step=1, label="Max tokens")

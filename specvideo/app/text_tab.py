@@ -233,7 +233,7 @@ class TextTab:
             with gr.Column(scale=1):
                 prompt = gr.Textbox(value=EXAMPLES[0], lines=5, label="Prompt (Python code)")
                 gr.Examples(EXAMPLES, inputs=prompt, label="Example prompts")
-                drafter = gr.Radio(DRAFTERS, value=TEXT_DEFAULTS.drafter, label="Drafter")
+                drafter = gr.Radio(DRAFTERS, value=TEXT_DEFAULTS.drafter_for(), label="Drafter")
                 k = gr.Slider(1, c.max_draft, value=d.num_draft_tokens, step=1, label="Draft length k")
                 temperature = gr.Slider(
                     0, 2, value=d.temperature, step=0.05, label="Temperature (0 = greedy)"

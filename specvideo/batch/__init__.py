@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from specvideo.batch.items import (
+    TEXT_LINE_SETTINGS,
     VIDEO_SETTINGS,
     TextItem,
     VideoItem,
@@ -29,8 +30,7 @@ from specvideo.files import clashing_outputs
 from specvideo.video.config import VIDEO_DEFAULTS, VideoConfig
 
 VIDEO_JOB_SETTINGS = ("fps", "side_by_side", "max_side")  # the job's own, beside the pipeline's
-TEXT_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed")
-TEXT_GENERATOR = ("drafter", "num_draft_tokens", "schedule", "draft_vocab_size", "dtype", "exact")
+TEXT_LOADING = ("dtype", "exact")  # how from_pretrained loads the models, beside the TextConfig
 
 
 def video_settings(config: VideoConfig | None = None, **given) -> dict[str, Any]:
@@ -122,27 +122,29 @@ def text_job(
     force=False,
     progress=True,
     on_item=None,
+    config=None,
     **settings,
 ):
-    """The text job: target / draft / device and TEXT_GENERATOR settings choose the generator; the
-    TEXT_SETTINGS are each line's defaults (a line's own settings win); the job arguments are as for
-    ``video_job``. Returns (rows, BatchSummary)."""
-    from specvideo.text.config import TEXT_DEFAULTS
+    """The text job: target / draft / device, the TextConfig ``config`` (default TEXT_DEFAULTS)
+    with the keyword arguments that name its settings over it, and TEXT_LOADING (dtype, exact)
+    choose the generator; the config's TEXT_LINE_SETTINGS are each line's defaults (a line's own
+    settings win); the job arguments are as for ``video_job``. Returns (rows, BatchSummary)."""
+    from specvideo.text.config import TEXT_DEFAULTS, TextConfig
 
     _check_batch(batch_size, cpus_per_actor, num_actors)
-    unknown = sorted(set(settings) - set(TEXT_SETTINGS) - set(TEXT_GENERATOR))
+    unknown = sorted(set(settings) - set(TextConfig.names()) - set(TEXT_LOADING))
     if unknown:
-        raise ValueError(f"unknown text setting(s) {unknown}; choose from {TEXT_SETTINGS + TEXT_GENERATOR}")
-    defaults = asdict(TEXT_DEFAULTS)
-    call = {k: settings.get(k, defaults[k]) for k in TEXT_SETTINGS}
-    generator_kwargs = {k: settings[k] for k in TEXT_GENERATOR if k in settings and settings[k] is not None}
+        raise ValueError(f"unknown text setting(s) {unknown}; choose from {TextConfig.names() + TEXT_LOADING}")
+    loading = {k: settings.pop(k) for k in TEXT_LOADING if settings.get(k) is not None}
+    config = (config or TEXT_DEFAULTS).updated(**settings)
+    call = {k: getattr(config, k) for k in TEXT_LINE_SETTINGS}
     if problem := clashing_outputs({"the results file": str(out)}, [str(prompts)]):
         raise ValueError(problem)
     items = text_items(prompts)
-    identity = {"target": str(target), "draft": str(draft), **generator_kwargs, **call}
+    identity = {"target": str(target), "draft": str(draft), **loading, **asdict(config)}
     job = Job(
         worker_cls=TextWorker,
-        worker_args=(target, draft, generator_kwargs, device, None),
+        worker_args=(target, draft, config, loading, device, None),
         items=items,
         settings=call,
         item_hash=lambda item: settings_hash({**identity, **item.settings, "line": item.id}),

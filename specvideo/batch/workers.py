@@ -107,17 +107,19 @@ class TextWorker:
         self,
         target: str | None,
         draft: str | None,
-        generator_kwargs: dict,
+        config,
+        loading: dict,
         device: str | None,
         threads: int | None = None,
     ):
+        """config: the job's TextConfig; loading: from_pretrained's dtype / exact."""
         import torch
 
         from specvideo.text import SpeculativeGenerator
 
         if threads:
             torch.set_num_threads(threads)
-        self.gen = SpeculativeGenerator.from_pretrained(target, draft, device=device, **generator_kwargs)
+        self.gen = SpeculativeGenerator.from_pretrained(target, draft, device=device, config=config, **loading)
 
     def process(self, items: list[TextItem], settings: dict[str, Any]) -> list[dict[str, Any]]:
         rows: dict[str, dict[str, Any]] = {}

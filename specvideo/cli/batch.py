@@ -23,7 +23,7 @@ def add(commands) -> None:
     v.add_argument(
         "--side-by-side", action="store_true", help="also write NAME.sbs.mp4 (context | draft | final)"
     )
-    v.add_argument("--fps", dest="output_fps", type=float, help="frame rate of the outputs (default: each input's)")
+    v.add_argument("--fps", dest="output_fps", metavar="FPS", type=float, help="frame rate of the outputs (default: each input's)")
     _add_job_flags(v, batch_size=4)
     v.set_defaults(run=run_video)
     t = kinds.add_parser("text", help="answer every line of a prompts JSONL into a results JSONL")
@@ -84,14 +84,6 @@ def run_video(args: argparse.Namespace) -> int:
 def run_text(args: argparse.Namespace) -> int:
     from specvideo.batch import text_job
 
-    settings = dict(
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        **text_cli.generator_kwargs(args),
-    )
     draft = None if args.ngram else args.draft
     rows, summary = text_job(
         args.prompts,
@@ -99,8 +91,10 @@ def run_text(args: argparse.Namespace) -> int:
         target=args.target,
         draft=draft,
         device=args.device,
+        config=text_cli.text_config(args),
+        dtype=args.dtype,
+        exact=args.exact,
         **_job_kwargs(args),
-        **settings,
     )
     return _report(rows, summary, args.json)
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from specvideo.cli.text import add_settings, generation_kwargs, load_generator
+from specvideo.cli.text import add_settings, load_generator, seeded
 
 
 def add(commands) -> None:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
             continue
         messages.append({"role": "user", "content": text})
         try:
-            run_ = gen.start(messages, **generation_kwargs(args))
+            run_ = gen.start(messages, **seeded(args))
         except ValueError as err:  # e.g. the conversation outgrew the context: say so, keep chatting
             messages.pop()
             print(f"specvideo: error: {err}", file=sys.stderr)

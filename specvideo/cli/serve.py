@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from specvideo.cli.common import UsageError, add_dtype, add_seed_and_device
-from specvideo.text.config import MODEL_DRAFTERS
+from specvideo.text.config import MODEL_DRAFTERS, TEXT_DEFAULTS
 
 
 def add(commands) -> None:
@@ -74,22 +74,19 @@ def add(commands) -> None:
 def load(args: argparse.Namespace):
     """(generator, model name) for --model / --draft / --ngram / --drafter."""
     from specvideo.text import SpeculativeGenerator
-    from specvideo.text.models import is_named, model_name
+    from specvideo.text.models import model_name
 
-    kwargs = {
-        "device": args.device,
-        "packed": {"auto": "auto", "on": True, "off": False}[args.packed],
-        "dtype": args.dtype,
-        "exact": args.exact,
-    }
-    if args.drafter:
-        kwargs["drafter"] = args.drafter
     draft = None if args.ngram else args.draft
-    if args.ngram:
-        kwargs["drafter"] = "ngram"
-    if not is_named(args.model):  # a directory: its --draft, else prompt lookup
-        kwargs.setdefault("drafter", "model" if draft else "ngram")
-    gen = SpeculativeGenerator.from_pretrained(args.model, draft, **kwargs)
+    config = TEXT_DEFAULTS.updated(drafter="ngram" if args.ngram else args.drafter)
+    gen = SpeculativeGenerator.from_pretrained(
+        args.model,
+        draft,
+        device=args.device,
+        packed={"auto": "auto", "on": True, "off": False}[args.packed],
+        dtype=args.dtype,
+        exact=args.exact,
+        config=config,
+    )
     if gen.tokenizer is None:
         raise UsageError(f"no tokenizer found for --model {args.model}: the server needs one")
     return gen, args.name or model_name(args.model)

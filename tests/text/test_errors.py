@@ -76,7 +76,7 @@ def test_the_drafter_follows_the_models_given_and_the_one_default():
     from specvideo.text.config import TEXT_DEFAULTS
 
     target = tiny_llama(64)
-    assert SpeculativeGenerator(target).drafter_name == TEXT_DEFAULTS.drafter == "ngram"
+    assert SpeculativeGenerator(target).drafter_name == TEXT_DEFAULTS.drafter_for() == "ngram"
     assert SpeculativeGenerator(target, draft=tiny_llama(64, seed=1)).drafter_name == "model"
 
 

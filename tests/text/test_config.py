@@ -1,0 +1,55 @@
+"""One TextConfig: handed whole to from_pretrained, kept by the generator, its call settings the
+defaults of generate; keyword arguments of the same names go over it; unknown names are refused."""
+
+import pytest
+
+from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator, TextConfig
+from specvideo.text.drafter_registry import DRAFTER_SPECS
+from tests.helpers import save_model_dir, tiny_tokenizer
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pair")
+    tok = tiny_tokenizer(300)
+    save_model_dir(root / "target", len(tok), seed=0, tokenizer=tok, logit_scale=4.0)
+    save_model_dir(root / "draft", len(tok), seed=1, tokenizer=tok)
+    return str(root / "target"), str(root / "draft")
+
+
+def test_the_config_goes_whole_and_its_call_settings_are_the_defaults(pair):
+    target, draft = pair
+    config = TextConfig(num_draft_tokens=5, schedule="heuristic", max_new_tokens=7)
+    gen = SpeculativeGenerator.from_pretrained(target, draft, dtype="float32", config=config)
+    assert gen.config.num_draft_tokens == gen.num_draft_tokens == 5 and gen.schedule_name == "heuristic"
+    assert gen.drafter_name == gen.config.drafter == "model"  # no drafter named: the draft model's
+    out = gen.generate("def f(x):", stop=None)
+    assert len(out.token_ids) == 7  # config.max_new_tokens
+    assert len(gen.generate("def f(x):", stop=None, max_new_tokens=3).token_ids) == 3  # a call's own wins
+
+
+def test_keyword_arguments_go_over_the_config_by_the_same_names(pair):
+    target, draft = pair
+    gen = SpeculativeGenerator.from_pretrained(
+        target, draft, dtype="float32", config=TextConfig(num_draft_tokens=5), num_draft_tokens=2, drafter="lean"
+    )
+    assert (gen.config.num_draft_tokens, gen.drafter_name) == (2, "lean")
+    ngram = SpeculativeGenerator.from_pretrained(target, dtype="float32")
+    assert ngram.drafter_name == TEXT_DEFAULTS.drafter_for() == "ngram"  # no draft: prompt lookup
+
+
+def test_an_unknown_setting_is_named():
+    with pytest.raises(ValueError, match=r"unknown text setting\(s\) \['num_draft_token'\]"):
+        TEXT_DEFAULTS.updated(num_draft_token=3)
+
+
+def test_the_registry_says_what_each_drafter_needs():
+    from specvideo.text.config import HEAD_DRAFTERS, MODEL_DRAFTERS, NO_MODEL_DRAFTERS, TREE_DRAFTERS
+
+    assert set(HEAD_DRAFTERS) == {"head", "head-tree", "head-hybrid", "head-hybrid-tree"}
+    assert set(NO_MODEL_DRAFTERS) == {"ngram", "ngram-tree", "none"}
+    assert set(MODEL_DRAFTERS) | set(NO_MODEL_DRAFTERS) == set(DRAFTER_SPECS)
+    assert set(TREE_DRAFTERS) == {"tree", "ngram-tree", "head-tree", "head-hybrid-tree"}
+    for spec in DRAFTER_SPECS.values():  # a tree drafter names the chain a batch drafts with
+        assert (spec.chain is not None) == spec.tree and (spec.chain is None or not DRAFTER_SPECS[spec.chain].tree)
+    assert [n for n, s in DRAFTER_SPECS.items() if s.one_row] == ["tree", "ngram-tree"]
