@@ -122,28 +122,44 @@ def train(config: DraftConfig, target_dir: str) -> Path:
     head = draft.lm_head.weight[vocab].detach()  # (V', d) the target's output rows, frozen
     params = [p for n, p in draft.named_parameters() if "embed_tokens" not in n and "lm_head" not in n]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0, betas=(0.9, 0.98))
-    step, log_path, ckpt = 0, work / "log.jsonl", work / "ckpt.pt"
+
+    def make_step(step: int):
+        rng = random.Random(config.seed + step)
+
+        def train_step():
+            loss, agree = distill_loss(draft, head, collate(rng.sample(train_rows, config.batch_size), full_to_sub))
+            return loss, {"loss": loss, "top1": agree}
+
+        return train_step
+
+    return train_loop(
+        work, config, draft, params, opt, "draft", lambda: _trained_state(draft), make_step,
+        lambda: _evaluate(draft, head, valid_rows, full_to_sub),
+    )
+
+
+def train_loop(work: Path, config, model, params, opt, key: str, trained_state, make_step, evaluate) -> Path:
+    """The draft and head recipes' loop: resume from ``work/ckpt.pt`` (``key``: the model's entry),
+    the warm-up + cosine LR (``lr_warm_cosine``), AdamW steps with the gradient clipped to 1, an
+    evaluation, a JSONL log record and a checkpoint every ``config.eval_every`` steps.
+    make_step(step): the step function for a run resumed at ``step`` (its data RNGs seeded by it),
+    returning (loss, {name: value shown as train_name}); evaluate(): {name: value}."""
+    step, ckpt = 0, work / "ckpt.pt"
     if ckpt.exists():
         state = torch.load(ckpt)
-        draft.load_state_dict(state["draft"], strict=False)
+        model.load_state_dict(state[key], strict=False)
         opt.load_state_dict(state["opt"])
         step = state["step"]
-    rng = random.Random(config.seed + step)
-    start, log = time.time(), log_path.open("a")
+    train_step = make_step(step)
+    start, log = time.time(), (work / "log.jsonl").open("a")
     if step == 0:
-        log.write(
-            json.dumps(
-                {"step": 0, **_evaluate(draft, head, valid_rows, full_to_sub), "config": asdict(config)}
-            )
-            + "\n"
-        )
-    draft.train()
+        log.write(json.dumps({"step": 0, **evaluate(), "config": asdict(config)}) + "\n")
+    model.train()
     while step < config.steps and (time.time() - start) / 60 < config.max_minutes:
         lr = lr_warm_cosine(step, config.steps, config.warmup, config.lr)
         for group in opt.param_groups:
             group["lr"] = lr
-        batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub)
-        loss, agree = distill_loss(draft, head, batch)
+        loss, shown = train_step()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -152,17 +168,16 @@ def train(config: DraftConfig, target_dir: str) -> Path:
         if step % config.eval_every == 0 or step == config.steps:
             record = {
                 "step": step,
-                "train_loss": round(loss.item(), 4),
-                "train_top1": round(agree.item(), 4),
+                **{f"train_{k}": round(v.item(), 4) for k, v in shown.items()},
                 "lr": lr,
                 "minutes": round((time.time() - start) / 60, 2),
-                **_evaluate(draft, head, valid_rows, full_to_sub),
+                **evaluate(),
             }
             log.write(json.dumps(record) + "\n")
             log.flush()
             print(record, flush=True)
-            _save(ckpt, {"draft": _trained_state(draft), "opt": opt.state_dict(), "step": step})
-    _save(ckpt, {"draft": _trained_state(draft), "opt": opt.state_dict(), "step": step})
+            _save(ckpt, {key: trained_state(), "opt": opt.state_dict(), "step": step})
+    _save(ckpt, {key: trained_state(), "opt": opt.state_dict(), "step": step})
     return ckpt
 
 

@@ -21,17 +21,15 @@ file and rename every ``eval_every`` steps; a rerun resumes. Validation rows com
 
 from __future__ import annotations
 
-import json
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from recipes.draft import _save, data_ranking, load_shards
-from recipes.text import lr_warm_cosine
+from recipes.draft import _save, data_ranking, load_shards, train_loop
 from specvideo.text.head import DraftHead, load_head, save_head
 from specvideo.text.vocab import save_token_ranking
 
@@ -225,51 +223,21 @@ def train(config: HeadConfig, target) -> Path:
     rows_w = target.lm_head.weight[vocab].detach().float()  # (V', d) frozen
     params = [p for n, p in head.named_parameters() if "embed_tokens" not in n and "lm_head" not in n]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0, betas=(0.9, 0.95))
-    step, ckpt = 0, work / "ckpt.pt"
-    if ckpt.exists():
-        state = torch.load(ckpt)
-        head.load_state_dict(state["head"], strict=False)
-        opt.load_state_dict(state["opt"])
-        step = state["step"]
-    rng, g = random.Random(config.seed + step), torch.Generator().manual_seed(config.seed + step)
-    start, log = time.time(), (work / "log.jsonl").open("a")
-    if step == 0:
-        log.write(
-            json.dumps(
-                {
-                    "step": 0,
-                    **_evaluate(head, rows_w, valid_rows, full_to_sub, config),
-                    "config": asdict(config),
-                }
-            )
-            + "\n"
-        )
-    head.train()
-    while step < config.steps and (time.time() - start) / 60 < config.max_minutes:
-        lr = lr_warm_cosine(step, config.steps, config.warmup, config.lr)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub, config.feature_noise, g)
-        out = head_loss(head, rows_w, batch, config.reg_weight, config.ttt_steps)
-        opt.zero_grad(set_to_none=True)
-        out["loss"].backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        step += 1
-        if step % config.eval_every == 0 or step == config.steps:
-            record = {
-                "step": step,
-                **{f"train_{k}": round(v.item(), 4) for k, v in out.items()},
-                "lr": lr,
-                "minutes": round((time.time() - start) / 60, 2),
-                **_evaluate(head, rows_w, valid_rows, full_to_sub, config),
-            }
-            log.write(json.dumps(record) + "\n")
-            log.flush()
-            print(record, flush=True)
-            _save(ckpt, {"head": head.trained_state(), "opt": opt.state_dict(), "step": step})
-    _save(ckpt, {"head": head.trained_state(), "opt": opt.state_dict(), "step": step})
-    return ckpt
+
+    def make_step(step: int):
+        rng, g = random.Random(config.seed + step), torch.Generator().manual_seed(config.seed + step)
+
+        def train_step():
+            batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub, config.feature_noise, g)
+            out = head_loss(head, rows_w, batch, config.reg_weight, config.ttt_steps)
+            return out["loss"], out
+
+        return train_step
+
+    return train_loop(
+        work, config, head, params, opt, "head", head.trained_state, make_step,
+        lambda: _evaluate(head, rows_w, valid_rows, full_to_sub, config),
+    )
 
 
 @torch.no_grad()

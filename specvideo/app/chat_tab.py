@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from specvideo.app.common import STATS_HEADERS, bounded_int, check, user_errors
+from specvideo.app.common import STATS_HEADERS, check, user_errors
 from specvideo.app.config import AppConfig
 from specvideo.app.text_tab import (
     COLORS,
@@ -23,6 +23,7 @@ from specvideo.app.text_tab import (
     make_generator,
     origins,
     stats_rows,
+    text_request,
 )
 from specvideo.text import TEXT_DEFAULTS
 
@@ -56,23 +57,15 @@ class ChatPanel:
         check(isinstance(message, str) and message.strip(), "the message is empty: type something to reply to")
         check(len(message) <= c.max_prompt_chars, f"a message is limited to {c.max_prompt_chars} characters")
         check(isinstance(history, list), "the conversation state must be a list of messages")
-        check(drafter in dict(DRAFTERS).values(), f"drafter must be one of {list(dict(DRAFTERS).values())}, got {drafter!r}")
         messages = [*history, {"role": "user", "content": message.strip()}]
-        return TextRequest(
-            prompt=messages,
-            drafter=drafter,
-            k=bounded_int(k, "k", 1, c.max_draft),
-            temperature=float(temperature),
-            max_new_tokens=bounded_int(max_new_tokens, "max tokens", 1, c.max_new_tokens),
-            seed=bounded_int(seed, "seed", 0, 2**63 - 1),
-        )
+        return text_request(c, messages, drafter, k, temperature, max_new_tokens, seed)
 
     def reply(self, message, history, shown, drafter, k, temperature, max_new_tokens, seed) -> Iterator[tuple]:
         """Yields (chatbot messages, conversation state, stats, cleared textbox) as tokens arrive."""
         with user_errors():
             history = list(history or [])
             request = self.request(message, history, drafter, k, temperature, max_new_tokens, seed)
-            gen = make_generator(self.config, request.drafter, request.k)
+            gen = make_generator(self.config, request.settings.drafter, request.settings.num_draft_tokens)
             run = gen.start(request.prompt, **request.generate_kwargs())
             text = ColouredText(gen.tokenizer, "")
             user = request.prompt[-1]

@@ -25,7 +25,7 @@ from specvideo.app.common import (
 )
 from specvideo.app.config import AppConfig
 from specvideo.core.types import SpecStats, Step
-from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator
+from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator, TextConfig
 from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
 
 ACCEPTED, CORRECTION, BONUS = "accepted draft", "target correction", "bonus token"
@@ -140,19 +140,33 @@ class ColouredText:
 
 @dataclass(frozen=True)
 class TextRequest:
+    """One request of the Text or Chat tab: the prompt (text, or the chat's messages) and its
+    settings, one TextConfig."""
+
     prompt: str | list[dict]
-    drafter: str
-    k: int
-    temperature: float
-    max_new_tokens: int
-    seed: int
+    settings: TextConfig
 
     def generate_kwargs(self) -> dict:
+        s = self.settings
         return dict(
-            max_new_tokens=self.max_new_tokens,
-            temperature=self.temperature,
-            generator=torch.Generator().manual_seed(self.seed),
+            max_new_tokens=s.max_new_tokens,
+            temperature=s.temperature,
+            generator=torch.Generator().manual_seed(s.seed),
         )
+
+
+def text_request(config: AppConfig, prompt, drafter, k, temperature, max_new_tokens, seed) -> TextRequest:
+    """The checked request of either tab's settings (``config``: the app's limits)."""
+    choices = list(dict(DRAFTERS).values())
+    check(drafter in choices, f"drafter must be one of {choices}, got {drafter!r}")
+    settings = TEXT_DEFAULTS.updated(
+        drafter=drafter,
+        num_draft_tokens=bounded_int(k, "k", 1, config.max_draft),
+        temperature=float(temperature),
+        max_new_tokens=bounded_int(max_new_tokens, "max tokens", 1, config.max_new_tokens),
+        seed=bounded_int(seed, "seed", 0, 2**63 - 1),
+    )
+    return TextRequest(prompt, settings)
 
 
 @dataclass(frozen=True)
@@ -166,7 +180,7 @@ class Baseline:
 
 def run_target_only(config: AppConfig, request, spec_ids: list[int]) -> Baseline:
     out = make_generator(config, "none", 1).generate(request.prompt, **request.generate_kwargs())
-    same = out.token_ids == spec_ids if request.temperature == 0 else None
+    same = out.token_ids == spec_ids if request.settings.temperature == 0 else None
     return Baseline(out.stats.time_total, out.stats.target_calls, same)
 
 
@@ -202,23 +216,12 @@ class TextTab:
         c = self.config
         check(isinstance(prompt, str) and prompt.strip(), "the prompt is empty: give some code to continue")
         check(len(prompt) <= c.max_prompt_chars, f"the prompt is limited to {c.max_prompt_chars} characters")
-        check(
-            drafter in dict(DRAFTERS).values(),
-            f"drafter must be one of {list(dict(DRAFTERS).values())}, got {drafter!r}",
-        )
-        return TextRequest(
-            prompt=prompt,
-            drafter=drafter,
-            k=bounded_int(k, "k", 1, c.max_draft),
-            temperature=float(temperature),
-            max_new_tokens=bounded_int(max_new_tokens, "max tokens", 1, c.max_new_tokens),
-            seed=bounded_int(seed, "seed", 0, 2**63 - 1),
-        )
+        return text_request(c, prompt, drafter, k, temperature, max_new_tokens, seed)
 
     def generate(self, prompt, drafter, k, temperature, max_new_tokens, seed, compare) -> Iterator[tuple]:
         with user_errors():
             request = self.request(prompt, drafter, k, temperature, max_new_tokens, seed)
-            gen = make_generator(self.config, request.drafter, request.k)
+            gen = make_generator(self.config, request.settings.drafter, request.settings.num_draft_tokens)
             text = ColouredText(gen.tokenizer, request.prompt)
             run = gen.start(request.prompt, **request.generate_kwargs())  # rounds, not only text
             for step in run.steps():
