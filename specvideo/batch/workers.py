@@ -99,9 +99,10 @@ def _video_stats(stats) -> dict[str, Any]:
 
 
 class TextWorker:
-    """Generates replies with one SpeculativeGenerator. Greedy items of one setting share a batch;
-    sampled items run one by one, each with its own seed, so every output is the same however the
-    items are split among workers."""
+    """Generates replies with one SpeculativeGenerator. Greedy items of one setting share a batch
+    (unless the drafter verifies one row at a time: its spec's ``one_row``); sampled items run one
+    by one, each with its own seed, so every output is the same however the items are split among
+    workers."""
 
     def __init__(
         self,
@@ -129,7 +130,8 @@ class TextWorker:
                 rows[item.id] = _error(item.id, item.error, line=item.line)
                 continue
             merged = {**settings, **item.settings}
-            key = repr(sorted(merged.items())) if not merged.get("temperature") else item.id
+            alone = merged.get("temperature") or self.gen.drafter_spec.one_row  # token trees: one row a call
+            key = item.id if alone else repr(sorted(merged.items()))
             groups.setdefault(key, []).append((item, merged))
         for group in groups.values():
             rows.update(self._group(group))

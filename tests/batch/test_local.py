@@ -81,6 +81,25 @@ def test_text_local_results_with_bad_lines(models, prompts, tmp_path):
     assert [r for r in again if r["status"] == "ok"] == [r for r in rows if r["status"] == "ok"]
 
 
+def test_a_tree_drafter_runs_its_lines_one_at_a_time(models, prompts, tmp_path, monkeypatch):
+    """The drafter's spec says it verifies one row a call (token trees): greedy lines of one setting
+    are not even tried together then, and each equals the line run on its own."""
+    from specvideo.batch.workers import TextWorker
+
+    calls, generate = [], TextWorker._generate
+    monkeypatch.setattr(TextWorker, "_generate", lambda self, group: calls.append(len(group)) or generate(self, group))
+    target = str(models / "text" / "target")
+    kwargs = dict(target=target, drafter="ngram-tree", max_new_tokens=6, progress=False)
+    rows = run_text(str(prompts), str(tmp_path / "tree.jsonl"), **kwargs)
+    assert calls == [1] * 5
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert len(ok) == 5 and all(r["stats"]["batch_rows"] == 1 for r in ok)
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({"prompt": "def f(x):"}) + "\n")
+    alone = run_text(str(one), str(tmp_path / "alone.jsonl"), **kwargs)
+    assert alone[0]["text"] == ok[0]["text"]
+
+
 def test_cli_batch_video_and_text(models, clips, prompts, tmp_path, capsys):
     argv = [
         "batch",
