@@ -59,9 +59,7 @@ def add_settings(p) -> None:
         help="lean and hybrid drafters: propose only the N most frequent tokens (FR-Spec; needs "
         "token_ranking.json beside the draft, else all tokens); 0 = all tokens",
     )
-    p.add_argument(
-        "--num-draft-tokens", "-k", dest="num_draft_tokens", type=int, default=d.num_draft_tokens, help="draft length k"
-    )
+    p.add_argument("--num-draft-tokens", "-k", type=int, default=d.num_draft_tokens, help="draft length k")
     p.add_argument("--schedule", default=d.schedule, choices=SCHEDULES)
     p.add_argument("--max-new-tokens", type=int, default=d.max_new_tokens)
     p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import fields
 
 from specvideo.cli.common import UsageError, add_seed_and_device, check_output
 from specvideo.files import clashing_outputs
@@ -89,7 +88,7 @@ def add_settings(p) -> None:
 def settings(args) -> VideoConfig:
     """The VideoConfig the shared flags name (each flag's destination is its setting's name; no
     --drafter: the model directory's, which ``from_pretrained`` reads)."""
-    given = {f.name: getattr(args, f.name) for f in fields(VideoConfig) if hasattr(args, f.name)}
+    given = {name: getattr(args, name) for name in VideoConfig.names() if hasattr(args, name)}
     if given.get("drafter") is None:
         given.pop("drafter", None)
     return VIDEO_DEFAULTS.updated(**given)

@@ -21,19 +21,7 @@ from specvideo.text.head_drafters import HeadDrafter, HeadTreeDrafter
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.tree_drafters import ModelTreeDrafter, NGramTreeDrafter
 
-__all__ = ["DRAFTER_SPECS", "DraftParts", "DrafterSpec", "DrafterSettings", "spec_of"]
-
-
-@dataclass(frozen=True)
-class DrafterSettings:
-    """The drafters' own settings (``TextConfig`` holds their defaults)."""
-
-    max_ngram: int
-    hybrid_min_ngram: int
-    tree_branches: int
-    tree_nodes: int
-    tree_width: int
-    head_tree_width: int
+__all__ = ["DRAFTER_SPECS", "DraftParts", "DrafterSpec", "spec_of"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +35,9 @@ class DraftParts:
     generator: torch.Generator | None
     verifier: object  # the run's TargetVerifier (the head drafters read its features)
     batch_size: int
-    settings: DrafterSettings
+    # the generator's TextConfig: the drafters' own settings (max_ngram, hybrid_min_ngram,
+    # tree_branches, tree_nodes, tree_width, head_tree_width)
+    settings: object
 
 
 @dataclass(frozen=True)
@@ -58,10 +48,6 @@ class DrafterSpec:
     tree: bool = False  # proposes token trees
     one_row: bool = False  # verifies one prompt at a time: a batch is refused
     chain: str | None = None  # a tree drafter's chain: what a continuous batch drafts with
-
-    @property
-    def needs_model(self) -> bool:
-        return bool(self.needs)
 
 
 def _lookup(p: DraftParts, hybrid: bool = False) -> NGramDrafter:

@@ -19,7 +19,7 @@ from specvideo.core.schedule import make_schedule
 from specvideo.core.types import SpecStats
 from specvideo.paths import shipped
 from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TREE_DRAFTERS, TextConfig
-from specvideo.text.drafter_registry import DrafterSettings, DraftParts, spec_of
+from specvideo.text.drafter_registry import DraftParts, spec_of
 from specvideo.text.generation import (
     Run,
     TextOutput,
@@ -105,13 +105,12 @@ class SpeculativeGenerator:
         self.config = c = c.updated(drafter=drafter)
         if lean_target is None:
             lean_target = bool(c.lean_target)
-        num_draft_tokens, schedule, max_ngram = c.num_draft_tokens, c.schedule, c.max_ngram
         self.drafter_spec = spec = spec_of(drafter)
         if spec.needs and draft is None:
             raise ValueError(
                 f"drafter={drafter!r} needs a draft model: pass draft=..., or use drafter='ngram'"
             )
-        make_schedule(schedule, num_draft_tokens)  # validates k and the schedule name
+        make_schedule(c.schedule, c.num_draft_tokens)  # validates k and the schedule name
         if draft is not None and (spec.needs == "head") != isinstance(draft, DraftHead):
             raise ValueError(
                 f"drafter={drafter!r} does not run "
@@ -159,20 +158,15 @@ class SpeculativeGenerator:
         if packed == "auto":  # where it applies: float32 weights on a CPU with oneDNN
             packed = self.device.type == "cpu" and target.dtype == torch.float32 and torch.backends.mkldnn.is_available()
         self._packings = [packed_linears(m) for m in run_by_hf] if packed else []
-        self.drafter_name = drafter
         self.prompt_cache = None  # a specvideo.text.prompt_cache.PromptCache: reuse recent prompts' prefixes
-        self.num_draft_tokens = num_draft_tokens
-        self.schedule_name = schedule
-        self.confidence_threshold = c.confidence_threshold
-        self.drafter_settings = DrafterSettings(
-            max_ngram, c.hybrid_min_ngram, c.tree_branches, c.tree_nodes, c.tree_width, c.head_tree_width
-        )
         if drafter == "ngram-tree":
-            NGramTreeDrafter(max_ngram, branches=c.tree_branches, max_nodes=c.tree_nodes)  # validates them
+            NGramTreeDrafter(c.max_ngram, branches=c.tree_branches, max_nodes=c.tree_nodes)  # validates them
 
-    @property
-    def max_ngram(self) -> int:
-        return self.drafter_settings.max_ngram
+    # read off ``config``, the one place the generator's settings live
+    drafter_name = property(lambda self: self.config.drafter)
+    num_draft_tokens = property(lambda self: self.config.num_draft_tokens)
+    schedule_name = property(lambda self: self.config.schedule)
+    max_ngram = property(lambda self: self.config.max_ngram)
 
     def _lean_draft(self, vocab) -> LeanLlama:
         if isinstance(self.draft, DraftHead):  # one layer over [embedding, feature]
@@ -352,7 +346,7 @@ class SpeculativeGenerator:
 
     def _schedule(self):
         """A fresh draft-length schedule for a run."""
-        kwargs = {"threshold": self.confidence_threshold} if self.schedule_name == "confidence" else {}
+        kwargs = {"threshold": self.config.confidence_threshold} if self.schedule_name == "confidence" else {}
         return make_schedule(self.schedule_name, self.num_draft_tokens, **kwargs)
 
     def _use_prompt_cache(self, encoded, state) -> int:
@@ -380,7 +374,7 @@ class SpeculativeGenerator:
         runner = self._lean if self._lean is not None else self.draft
         parts = DraftParts(
             self.draft, runner, self.target.config.vocab_size, sampling, generator, verifier, batch_size,
-            self.drafter_settings,
+            self.config,
         )
         return spec_of(name or self.drafter_name).build(parts)
 
