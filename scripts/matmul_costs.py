@@ -1,5 +1,6 @@
 """Time one matrix product at M = 1..32 tokens per dtype on this CPU (the curve behind
-``specvideo.text.precision``'s dtype rule): median of 20 calls after 3 warm-ups, 2 threads.
+``specvideo.text.precision``'s dtype rule), and per weight-only format (int8, int4 over bf16
+activations, ``specvideo.text.quant``): median of 20 calls after 3 warm-ups, 2 threads.
 
     python scripts/matmul_costs.py            # a markdown table (docs/BENCHMARKS.md "Text: decode cost per dtype")
 """
@@ -8,7 +9,9 @@ import time
 
 import torch
 
-SHAPES = ((49152, 576), (1536, 576), (576, 1536), (8960, 1536))  # SmolLM2 head, its MLP; Qwen-1.5B MLP
+from specvideo.text.quant import quantize
+
+SHAPES = ((49152, 576), (1536, 576), (576, 1536), (8960, 1536), (151936, 1536))  # SmolLM2 head, its MLP; Qwen-1.5B MLP, head
 ROWS = (1, 2, 4, 8, 16, 32)
 
 
@@ -36,6 +39,13 @@ def main() -> None:
                 cells.append(f"{median_ms(lambda: torch.nn.functional.linear(x, weight)):.3f}")  # noqa: B023
             name = str(dtype).removeprefix("torch.")
             print(f"| {out_features:,} × {in_features:,} | {name} | " + " | ".join(cells) + " |")
+        for fmt in ("int8", "int4"):
+            weight = quantize(torch.randn(out_features, in_features).to(torch.bfloat16), fmt)
+            cells = []
+            for rows in ROWS:
+                x = torch.randn(rows, in_features).to(torch.bfloat16)
+                cells.append(f"{median_ms(lambda: weight.linear(x)):.3f}")  # noqa: B023
+            print(f"| {out_features:,} × {in_features:,} | {fmt} (bf16 activations) | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

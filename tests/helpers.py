@@ -140,7 +140,10 @@ def own_greedy(gen, prompt: list[int], new_tokens: int) -> list[int]:
     model's; in float32 it equals transformers' generate(), test_greedy_exact)."""
     from specvideo.text import SpeculativeGenerator
 
-    alone = SpeculativeGenerator(gen.target, drafter="none", lean_target=gen._lean_target or False, invariant=gen.invariant)
+    alone = SpeculativeGenerator(
+        gen.target, drafter="none", lean_target=gen._lean_target or False, invariant=gen.invariant,
+        weights=getattr(gen, "weights", None),
+    )
     return alone.generate([prompt], max_new_tokens=new_tokens, stop=None).token_ids[0]
 
 

@@ -18,7 +18,9 @@ WORKLOADS = ("code", "chat", "fim")  # fim: fill-in-the-middle, for a model with
 SPLITS = ("tuning", "heldout")
 # how our loop runs the target's forwards: LeanLlama ("lean": invariant in bf16, specvideo.text.invariant)
 # or on oneDNN pre-packed weights ("packed", float32 only)
-VERIFIERS = ("transformers", "lean", "packed")
+# or on LeanLlama with weight-only int8 / int4 projections ("int8", "int4": invariant, specvideo.text.quant),
+# beside a dense target for transformers' rows
+VERIFIERS = ("transformers", "lean", "packed", "int8", "int4")
 
 # Targets from the issue: (key, description, threshold per workload; fim as code), checked per workload.
 TARGETS = (

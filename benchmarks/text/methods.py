@@ -71,7 +71,7 @@ def build_methods(
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
     methods: list[Method] = []
     from specvideo.text.lean import LeanLlama
-    from specvideo.text.precision import LEAN_MODEL_TYPES
+    from specvideo.text.precision import LEAN_MODEL_TYPES, WEIGHT_ONLY
 
     llama = target.config.model_type in LEAN_MODEL_TYPES  # LeanLlama runs it
     float32 = target.dtype == torch.float32
@@ -80,6 +80,9 @@ def build_methods(
         for v in ("lean", "packed")
         if v in config.verifiers and llama and (v == "lean" or float32)
     }
+    # weight-only int8 / int4 copies of the target's projections (always invariant); the dense
+    # target stays for transformers' rows
+    runners.update({v: LeanLlama(target, invariant=True, weights=v) for v in WEIGHT_ONLY if v in config.verifiers and llama})
     # packed on another model (Qwen2): transformers' own forwards of the target and the draft on
     # pre-packed linear weights (SpeculativeGenerator(packed=True))
     verifiers = [
@@ -94,8 +97,10 @@ def build_methods(
         out = []
         for verifier, lean_target in verifiers:
             packed = verifier == "packed" and not llama
+            weights = verifier if verifier in WEIGHT_ONLY else None
             gen = SpeculativeGenerator(
-                target, tokenizer, lean_target=lean_target, packed=packed, invariant=bool(lean_target) and not float32, **kwargs
+                target, tokenizer, lean_target=lean_target, packed=packed,
+                invariant=bool(lean_target) and (not float32 or weights is not None), weights=weights, **kwargs
             )
             suffix = "" if verifier == "transformers" else f"+{verifier}"
             out.append(Method(name + suffix, family, _ours_runner(gen, n, top_p), *row))

@@ -108,7 +108,8 @@ def decode_table(decode: dict | None) -> str:
             continue
         if name.startswith("target"):
             runner = {"target_lean": "LeanLlama", "target_packed": "oneDNN pre-packed weights",
-                      "target_invariant": "LeanLlama, invariant"}.get(
+                      "target_invariant": "LeanLlama, invariant",
+                      "target_int8": "LeanLlama, int8 weights", "target_int4": "LeanLlama, int4 weights"}.get(
                 name.split("@")[0], "transformers"
             )
             label = f"target ({runner}), {name.split('@')[1]} tokens at once"
@@ -209,7 +210,9 @@ def text_section(results: BenchResults, command: str, plot_link: str) -> str:
         "own target-only loop; gap at 1st difference: the float32 target's logit gap between the two tokens "
         "where a run first differs from HF's (a near tie when small).",
         f"- Number format: **{s.get('torch_dtype', 'float32')}** (--dtype {s.get('dtype', 'float32')}) for every "
-        "method; in bf16 our loop verifies on LeanLlama(invariant=True).",
+        "method; in bf16 our loop verifies on LeanLlama(invariant=True); rows marked +int8 / +int4 run the "
+        "target's projections and output head weight-only quantised over those activations (invariant too; "
+        "their = HF and = our loop compare with the dense model's runs).",
     ]
     if s.get("hf_assisted"):
         notes.append("- HF assisted, the draft's generation config otherwise: "

@@ -162,9 +162,11 @@ def tie_margins(rec: dict, hf: dict, prompt_ids: list, model) -> list[float]:
 
 
 def our_target_record(records, workload: str, name: str, temperature: float) -> dict | None:
-    """Our loop without a draft, run by the same verifier as ``name`` ("+lean" or not), else the other."""
-    lean = name.endswith("+lean")
-    for candidate in ("ours-target+lean", "ours-target") if lean else ("ours-target", "ours-target+lean"):
+    """Our loop without a draft, run by the same verifier as ``name`` ("+lean" or not, else the other;
+    a weight-only row "+int4" / "+int8": its own format's only, the other formats decode other tokens)."""
+    suffix = "+" + name.rpartition("+")[2] if "+" in name else ""
+    others = ("ours-target+lean", "ours-target") if suffix in ("", "+lean") else ()
+    for candidate in dict.fromkeys((f"ours-target{suffix}", *others)):
         if (workload, candidate, temperature) in records:
             return records[(workload, candidate, temperature)]
     return None

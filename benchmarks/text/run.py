@@ -23,6 +23,7 @@ from benchmarks.text.prompts import BenchPrompt, load_prompts_jsonl
 from benchmarks.text.results import BenchResults, aggregate, assistant_settings, tie_margins
 from benchmarks.text.workloads import workload_prompts
 from specvideo.text.packing import packed_linears
+from specvideo.text.precision import WEIGHT_ONLY
 from specvideo.text.state import context_length
 
 
@@ -98,7 +99,8 @@ def run_benchmark(
     add_tie_margins(rows, records, prompt_ids, target)
     settings = {
         "decode_ms": decode_costs(
-            target, draft, prompt_ids[0], vocabs, config.decode_forwards, config.decode_repeats, head
+            target, draft, prompt_ids[0], vocabs, config.decode_forwards, config.decode_repeats, head,
+            tuple(v for v in config.verifiers if v in WEIGHT_ONLY),
         ) if draft is not None else None,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "workloads_run": workloads,
@@ -253,13 +255,14 @@ TREE_WIDTHS = (6, 12, 16)  # LeanLlama only: the cost of verifying a token tree 
 
 def decode_costs(
     target, draft, prompt: torch.Tensor, vocabs: dict[str, torch.Tensor] | None = None,
-    tokens: int = 32, repeats: int = 5, head=None,
+    tokens: int = 32, repeats: int = 5, head=None, weight_formats: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """Median wall time (ms) of one decode forward after the prompt: the target fed 1, 2, 4 and 8
     tokens at once, by transformers ("target@n") and by LeanLlama ("target_lean@n", Llama targets;
     "target_packed@n" on oneDNN pre-packed weights; other float32 CPU targets: "target_packed@n" is
     transformers' forward on ``PackedLinears``), and the draft per token run by transformers and by LeanLlama
-    (Llama drafts; also "draft_lean@N" per restricted vocabulary). LeanLlama targets also at
+    (Llama drafts; also "draft_lean@N" per restricted vocabulary); "target_int4@n" and so on per
+    weight-only format in ``weight_formats`` (invariant LeanLlama). LeanLlama targets also at
     ``TREE_WIDTHS`` tokens (a tree of n - 1 nodes below its root costs an n-token forward); a draft
     ``head``: "head_lean@N" per token, fed its own features. The models take turns within each
     repeat, so a drift in the machine's speed reaches all of them alike."""
@@ -279,6 +282,9 @@ def decode_costs(
         else:  # the bf16 precision policy's runner
             invariant = LeanLlama(target, invariant=True)
             models.update({f"target_invariant@{n}": (invariant, n) for n in widths})
+        for fmt in weight_formats:  # weight-only projections, invariant
+            quantised = LeanLlama(target, invariant=True, weights=fmt)
+            models.update({f"target_{fmt}@{n}": (quantised, n) for n in widths})
     elif float32_cpu:  # transformers on packed linears
         packing = packed_linears(target)
     models["draft"] = (draft, 1)

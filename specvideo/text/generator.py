@@ -33,8 +33,9 @@ from specvideo.text.head import DraftHead
 from specvideo.text.lean import LEAN_MODEL_TYPES, LeanLlama
 from specvideo.text.loading import check_vocab, load_causal_lm, load_draft, load_tokenizer
 from specvideo.text.packing import packed_linears
-from specvideo.text.precision import dtype_name, model_type, resolve_dtype
+from specvideo.text.precision import dtype_name, model_type, resolve_dtype, weight_format
 from specvideo.text.prompts import encode_prompt
+from specvideo.text.quant import release_layers
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.smollm import smollm2_dir
 from specvideo.text.state import context_length
@@ -93,13 +94,17 @@ class SpeculativeGenerator:
         lean_target: bool | LeanLlama | None = None,
         packed: bool | str = False,
         invariant: bool | None = None,
+        weights: str | None = None,
         **changes,
     ):
         """config: the ``TextConfig`` (default ``TEXT_DEFAULTS``); ``changes``: any of its settings by
         name over it (``drafter="lean"``, ``num_draft_tokens=5``). Its call settings (max_new_tokens,
         temperature, top_k, top_p) are the defaults of ``start`` and ``generate``. lean_target: a
         bool, or a LeanLlama already built over ``target``; None: ``config.lean_target`` (None:
-        False here, ``from_pretrained`` runs the default pair's on LeanLlama)."""
+        False here, ``from_pretrained`` runs the default pair's on LeanLlama). weights: "int8" or
+        "int4" runs the target's projections and output head weight-only quantised
+        (``specvideo.text.quant``) on an invariant LeanLlama; one built here frees the target's
+        dense weights (a LeanLlama passed in leaves them to its owner)."""
         c = (config or TEXT_DEFAULTS).updated(**changes)
         drafter = c.drafter_for(draft, isinstance(draft, DraftHead))
         self.config = c = c.updated(drafter=drafter)
@@ -117,7 +122,8 @@ class SpeculativeGenerator:
                 + ("a draft model: the head drafters need a draft head" if spec.needs == "head" else "a draft head: it drafts only from the target's features, with a head drafter (" + ", ".join(HEAD_DRAFTERS) + ")")
             )
         self.device = torch.device(device) if device is not None else target.device
-        self.target = target.to(self.device).eval()
+        released = getattr(target, "specvideo_released", False)  # quantised copies run it (quant.release_layers)
+        self.target = (target if released else target.to(self.device)).eval()
         self.draft = draft.to(self.device).eval() if draft is not None else None
         if self.draft is not None:
             check_vocab(self.target, self.draft, tokenizer, draft_tokenizer)
@@ -132,19 +138,22 @@ class SpeculativeGenerator:
         # the target's forward passes run by LeanLlama too (the same weights; logits equal to
         # transformers' up to float rounding, so greedy identity is checked, not assumed)
         target_lean_ok = getattr(self.target.config, "model_type", None) in LEAN_MODEL_TYPES
-        if invariant is None:  # bf16 / fp16 round a k-token check apart from a 1-token step
-            invariant = self.target.dtype != torch.float32 and target_lean_ok
-        if (lean_target or invariant) and not target_lean_ok:
+        if invariant is None:  # bf16 / fp16 / quantised weights round a k-token check apart from a 1-token step
+            invariant = (self.target.dtype != torch.float32 or weights is not None) and target_lean_ok
+        if (lean_target or invariant or weights) and not target_lean_ok:
             raise ValueError(
                 f"lean_target and invariant run {' and '.join(LEAN_MODEL_TYPES)} targets only, "
                 f"got model_type={self.target.config.model_type!r}"
             )
-        if isinstance(lean_target, LeanLlama) and lean_target.invariant == bool(invariant):
+        if isinstance(lean_target, LeanLlama) and (lean_target.invariant, lean_target.weights) == (bool(invariant), weights):
             self._lean_target = lean_target  # a LeanLlama already built over this target (the app keeps one)
-        elif lean_target or invariant:
-            self._lean_target = LeanLlama(self.target, invariant=bool(invariant))
+        elif lean_target or invariant or weights:
+            self._lean_target = LeanLlama(self.target, invariant=bool(invariant), weights=weights)
+            if weights:  # its quantised copies run the target: the dense weights go
+                release_layers(self.target, self._lean_target.embed)
         else:
             self._lean_target = None
+        self.weights = weights
         self.invariant = bool(invariant)
         if self.invariant and spec.tree:
             raise ValueError(
@@ -202,8 +211,10 @@ class SpeculativeGenerator:
         constructor.
 
         dtype: "auto" (bfloat16 where the device computes it natively and LeanLlama runs the
-        target, else float32; ``specvideo.text.precision``), "float32", "bfloat16", "float16" or a
-        torch dtype. exact: float32, for the float32 model's own tokens bit for bit.
+        target, else float32; ``specvideo.text.precision``), "float32", "bfloat16", "float16", a
+        torch dtype, or "int8" / "int4": weight-only quantised target projections and output head
+        over the activations "auto" picks. exact: float32, for the float32 model's own tokens bit
+        for bit.
         """
         from specvideo.text.models import is_named, pair_draft, resolve_model
 
@@ -241,6 +252,7 @@ class SpeculativeGenerator:
         c = c.updated(drafter=c.drafter_for(draft, isinstance(draft, DraftHead)))
         if spec_of(c.drafter).lean and draft is not None and "draft_vocab" not in kwargs:
             kwargs["draft_vocab"] = ranked_vocabulary(draft_path, c.draft_vocab_size, draft.config.vocab_size)
+        kwargs.setdefault("weights", weight_format(dtype))
         return cls(target, tokenizer=tokenizer, draft=draft, config=c, **kwargs)
 
     def generate(self, prompt, **settings) -> TextOutput:

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from specvideo.text.quant import is_quantized, linear
+
 ROW_TILE = 4  # rows of every decode-time linear and attention call
 WIDE_TILE = 32  # rows of a decode-time linear call where the weight's kernel allows (wide_tile)
 KEY_TILE = 64  # attention calls see key slots up to a multiple of this
@@ -42,45 +44,69 @@ def key_width(end: int) -> int:
     return -(-end // KEY_TILE) * KEY_TILE
 
 
-def tiled_linear(x: torch.Tensor, weight: torch.Tensor, tile: int = ROW_TILE) -> torch.Tensor:
-    """x (..., d_in) @ weight (d_out, d_in)^T in calls of a multiple of ROW_TILE rows, ``tile`` at
+def tiled_linear(x: torch.Tensor, weight, tile: int = ROW_TILE, unit: int = ROW_TILE) -> torch.Tensor:
+    """x (..., d_in) @ weight (d_out, d_in)^T in calls of a multiple of ``unit`` rows, ``tile`` at
     most (``wide_tile``: more than ROW_TILE only where the weight's products give every row the
-    bits of a ROW_TILE-row call)."""
-    if x.dim() > 1 and x.shape[-2] > MAX_TILED_ROWS:  # a prefill's tokens
-        return F.linear(x, weight)
+    bits of a ROW_TILE-row call; ``row_unit``: 1 where every row's bits are the same in a call of
+    any number of rows). weight: a dense tensor or an int8 / int4 one (``quant``)."""
     rows = x.reshape(-1, x.shape[-1])  # (M, d_in)
+    if x.dim() > 1 and x.shape[-2] > MAX_TILED_ROWS:  # a prefill's tokens
+        return linear(rows, weight).reshape(*x.shape[:-1], weight.shape[0])
     M = rows.shape[0]
-    padded = F.pad(rows, (0, 0, 0, -M % ROW_TILE))  # (M', d_in), M' a multiple of ROW_TILE
+    padded = F.pad(rows, (0, 0, 0, -M % unit))  # (M', d_in), M' a multiple of unit
     if padded.shape[0] <= tile:
-        out = F.linear(padded, weight)[:M]  # (M, d_out)
+        out = linear(padded, weight)[:M]  # (M, d_out)
     else:
-        out = torch.cat([F.linear(part, weight) for part in padded.split(tile)])[:M]  # (M, d_out)
+        out = torch.cat([linear(part, weight) for part in padded.split(tile)])[:M]  # (M, d_out)
     return out.reshape(*x.shape[:-1], weight.shape[0])
 
 
 _WIDE: dict[tuple, bool] = {}  # (shape, dtype, device) -> calls up to WIDE_TILE rows keep the bits
 
 
-def _probe(weight: torch.Tensor, rows: int) -> bool:
+def _probe(weight, rows: int, dtype: torch.dtype) -> bool:
     generator = torch.Generator().manual_seed(0)
-    x = torch.randn(rows, weight.shape[1], generator=generator).to(dtype=weight.dtype, device=weight.device)
-    reference = F.linear(x[:ROW_TILE], weight)  # (ROW_TILE, d_out)
+    x = torch.randn(rows, weight.shape[1], generator=generator).to(dtype=dtype, device=weight.device)
+    reference = linear(x[:ROW_TILE], weight)  # (ROW_TILE, d_out)
     return all(
-        torch.equal(F.linear(x[:m], weight)[:ROW_TILE], reference) for m in range(2 * ROW_TILE, rows + 1, ROW_TILE)
+        torch.equal(linear(x[:m], weight)[:ROW_TILE], reference) for m in range(2 * ROW_TILE, rows + 1, ROW_TILE)
     )
 
 
-def wide_tile(weight: torch.Tensor) -> int:
+def wide_tile(weight, dtype: torch.dtype | None = None) -> int:
     """The widest call (rows) a product with this weight may take: WIDE_TILE where calls of 8, 12
     .. WIDE_TILE rows gave the first ROW_TILE rows the very bits of a ROW_TILE-row call (probed
     once per shape, dtype and device on random rows: the kernel's choice, not the data's),
     else ROW_TILE. A wide call lets a batch of rows, or a longer draft, share one pass over the
-    weight (on an AMX CPU a 16-row bf16 product costs about what a 4-row one does)."""
-    key = (tuple(weight.shape), weight.dtype, str(weight.device))
+    weight (on an AMX CPU a 16-row bf16 product costs about what a 4-row one does). dtype: the
+    activations' (a quantised weight's products take the model's dtype; default the weight's)."""
+    dtype = dtype or weight.dtype
+    key = (tuple(weight.shape), weight.dtype, dtype, str(weight.device))
     if key not in _WIDE:
         with torch.inference_mode():
-            _WIDE[key] = _probe(weight, WIDE_TILE)
+            _WIDE[key] = _probe(weight, WIDE_TILE, dtype)
     return WIDE_TILE if _WIDE[key] else ROW_TILE
+
+
+_ANY_ROWS: dict[tuple, bool] = {}  # (shape, format, dtype, device) -> any row count keeps the bits
+
+
+def row_unit(weight, dtype: torch.dtype) -> int:
+    """The row multiple a decode-time call with this weight is padded to: 1 for a weight-only
+    quantised weight whose kernel gives each row the same bits in calls of 1 .. WIDE_TILE rows
+    (probed once per shape on random rows; true of torch's int8 and int4 CPU kernels, which quantise
+    no activation and are linear in the rows, so padding a 1-token step to ROW_TILE rows would cost
+    up to 4x), else ROW_TILE (dense products, whose kernels change with the row count and whose
+    cost is nearly flat in it)."""
+    if not is_quantized(weight):
+        return ROW_TILE
+    key = (tuple(weight.shape), weight.dtype, dtype, str(weight.device))
+    if key not in _ANY_ROWS:
+        with torch.inference_mode():
+            x = torch.randn(WIDE_TILE, weight.shape[1], generator=torch.Generator().manual_seed(0)).to(dtype)
+            alone = torch.cat([linear(x[i : i + 1], weight) for i in range(WIDE_TILE)])  # (R, d_out)
+            _ANY_ROWS[key] = all(torch.equal(linear(x[:m], weight), alone[:m]) for m in range(2, WIDE_TILE + 1))
+    return 1 if _ANY_ROWS[key] else ROW_TILE
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,9 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from specvideo.text import invariant
-from specvideo.text.invariant import wide_tile
+from specvideo.text.invariant import row_unit, wide_tile
 from specvideo.text.precision import LEAN_MODEL_TYPES  # qwen2: Llama with q/k/v biases
+from specvideo.text.quant import is_quantized, quantize
 from specvideo.text.vocab import check_vocabulary
 
 
@@ -122,7 +123,10 @@ class LeanLlama(nn.Module):
         packed: bool = False,
         fc: nn.Linear | None = None,
         invariant: bool = False,
+        weights: str | None = None,
     ):
+        """weights: None keeps the model's dense weights; "int8" or "int4" quantises every projection
+        and the output head (weight-only, ``specvideo.text.quant``; the embedding table stays dense)."""
         super().__init__()
         config = model.config
         if getattr(config, "model_type", None) not in LEAN_MODEL_TYPES:
@@ -133,6 +137,8 @@ class LeanLlama(nn.Module):
             raise ValueError("LeanLlama does not run sliding-window attention (use_sliding_window=True)")
         if packed and invariant:
             raise ValueError("packed=True and invariant=True exclude each other (packing is float32 only)")
+        if packed and weights:
+            raise ValueError(f"packed=True runs dense float32 weights, not {weights}")
         self.config = config
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
@@ -151,9 +157,29 @@ class LeanLlama(nn.Module):
             self.fc = None if fc is None else (fc.weight.detach(), None if fc.bias is None else fc.bias.detach())
             self.cos, self.sin = self._rope_tables(model)  # (T, D) each
             self._packed, self._bias = self._pack() if packed else ({}, {})
+            self.weights = weights
+            if weights:
+                self._quantize(weights)
+                # its own copies: nothing keeps the loaded file's pages (``quant.release_layers``)
+                self.embed, self.norm_weight = self.embed.clone(), self.norm_weight.clone()
+                for layer in self.layers:
+                    layer.qkv_bias = None if layer.qkv_bias is None else layer.qkv_bias.clone()
         self.invariant = invariant
         # invariant: the rows one linear call may take per weight (``invariant.wide_tile``)
-        self._tiles = {id(w): wide_tile(w) for w in self._weights()} if invariant else {}
+        # and the row multiple it is padded to (``invariant.row_unit``: 1 for quantised weights)
+        self._tiles = {id(w): (wide_tile(w, self.dtype), row_unit(w, self.dtype)) for w in self._weights()} if invariant else {}
+
+    def _quantize(self, fmt: str) -> None:
+        """Every projection and the output head in ``fmt``, the dense copies dropped."""
+        for layer in self.layers:
+            for name in ("qkv", "o_proj", "gate_up", "down"):
+                setattr(layer, name, quantize(getattr(layer, name), fmt))
+        self.lm_head = quantize(self.lm_head, fmt)
+
+    def weight_bytes(self) -> int:
+        """The bytes this model reads besides its cache: projections, output head, embeddings."""
+        matrices = [w for w in self._weights() if isinstance(w, torch.Tensor) or is_quantized(w)]
+        return self.embed.nbytes + sum(w.nbytes for w in matrices) + self.norm_weight.nbytes
 
     def _weights(self) -> list[torch.Tensor]:
         """Every projection matrix, the output head first (biases excluded)."""
@@ -181,7 +207,7 @@ class LeanLlama(nn.Module):
         gigabytes). rotate_half(x) = roll(x, D/2) * sign."""
         T, D = self.config.max_position_embeddings, self.head_dim
         positions = torch.arange(T, device=self.device)[None]
-        cos, sin = model.model.rotary_emb(self.lm_head[None, :1], positions)  # (1, T, D) each
+        cos, sin = model.model.rotary_emb(self.embed[None, :1], positions)  # (1, T, D) each
         sign = torch.cat([-torch.ones(D // 2), torch.ones(D - D // 2)]).to(sin)  # (D,)
         return cos[0].contiguous(), (sin[0] * sign).contiguous()  # (T, D) each
 
@@ -197,14 +223,15 @@ class LeanLlama(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        return self.lm_head.device
+        return self.embed.device
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.lm_head.dtype
+        """The activations' dtype (the embeddings', whatever format the projections hold)."""
+        return self.embed.dtype
 
     def make_cache(self, batch_size: int) -> LeanCache:
-        return LeanCache(len(self.layers), batch_size, self.kv_heads, self.head_dim, self.lm_head)
+        return LeanCache(len(self.layers), batch_size, self.kv_heads, self.head_dim, self.embed)
 
     @torch.inference_mode()
     def forward(
@@ -275,7 +302,9 @@ class LeanLlama(nn.Module):
     def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """x (..., d_in) @ weight^T through the weight's oneDNN pre-packed copy when ``packed``."""
         if self.invariant:  # one kernel path for every decode position
-            return invariant.tiled_linear(x, weight, self._tiles[id(weight)])
+            return invariant.tiled_linear(x, weight, *self._tiles[id(weight)])
+        if is_quantized(weight):
+            return weight.linear(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], weight.shape[0])
         packed = self._packed.get(id(weight))
         if packed is None:
             return _linear(x, weight)

@@ -16,11 +16,16 @@ output equals the target's own greedy decoding (measured, not guaranteed). In bf
 a product's rounding depends on the kernel, and argmax flips at near ties. So a bf16 target runs on
 ``LeanLlama(invariant=True)``: every position of a verification block is computed with exactly the
 operations of a 1-token step (each query attends over its own key prefix in its own call; linear
-layers whose per-row result is independent of the number of rows, checked at load by
-``rows_invariant``, else padded to one fixed row tile). Speculative output then equals the same
+layers in calls of a fixed row tile, or of any number of rows where a probe at load finds each
+row's bits independent of it: ``specvideo.text.invariant``). Speculative output then equals the same
 model's own greedy decoding bit for bit. It differs from another implementation's bf16 decoding
 (transformers' ``generate()``) at near ties only: both round the same model differently.
 ``exact=True`` (``--exact``) runs float32 for users who need the float32 model's own tokens.
+
+``dtype="int8"`` / ``"int4"``: weight-only quantised projections and output head (fewer bytes per
+weight, for a memory-bound model), activations in the dtype "auto" would pick; exact in the same
+sense against the quantised model's own decoding. Not lossless against bf16: the quality cost is
+measured in docs/BENCHMARKS.md "Text: weight formats".
 """
 
 from __future__ import annotations
@@ -31,7 +36,11 @@ from pathlib import Path
 
 import torch
 
-DTYPES = ("auto", "float32", "bfloat16", "float16")
+DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "int4")
+# weight-only formats (``specvideo.text.quant``): projections in int8 / int4, activations in the
+# dtype "auto" picks; LeanLlama runs them, invariantly (their greedy speculative output equals the
+# same quantised model's own greedy decoding bit for bit)
+WEIGHT_ONLY = ("int8", "int4")
 # the architectures LeanLlama runs, so the only ones whose bf16 checks can be made invariant
 LEAN_MODEL_TYPES = ("llama", "qwen2")
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of bf16 dot products
@@ -81,10 +90,19 @@ def resolve_dtype(
         if name not in ("auto", "float32"):
             raise ValueError(f"exact=True runs float32; it cannot be combined with dtype={name!r}")
         return torch.float32
-    if name == "auto":
+    if name in WEIGHT_ONLY and architecture is not None and architecture not in LEAN_MODEL_TYPES:
+        raise ValueError(
+            f"dtype={name!r} runs on LeanLlama ({', '.join(LEAN_MODEL_TYPES)} models), not model_type={architecture!r}"
+        )
+    if name == "auto" or name in WEIGHT_ONLY:  # weight-only formats: activations as auto picks them
         lean = architecture is None or architecture in LEAN_MODEL_TYPES
         return torch.bfloat16 if lean and native_bf16(device or "cpu", flags) else torch.float32
     return getattr(torch, name)
+
+
+def weight_format(dtype: str | torch.dtype | None) -> str | None:
+    """"int8" or "int4" where ``dtype`` names a weight-only format, else None (dense weights)."""
+    return dtype if isinstance(dtype, str) and dtype in WEIGHT_ONLY else None
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -104,19 +122,6 @@ def model_type(path: str | Path) -> str | None:
         return json.loads((path / "config.json").read_text()).get("model_type")
     except (OSError, ValueError, KeyError, ImportError):
         return None
-
-
-@torch.inference_mode()
-def rows_invariant(weight: torch.Tensor, max_rows: int = 16, seed: int = 0) -> bool:
-    """Whether ``F.linear(x, weight)`` gives each row the same bits whatever the number of rows
-    (1 .. max_rows) in the call: kernels are chosen by shape, so random rows test the shape's path."""
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(max_rows, weight.shape[1], generator=generator).to(weight)  # (R, d_in)
-    alone = torch.cat([torch.nn.functional.linear(x[i : i + 1], weight) for i in range(max_rows)])  # (R, d_out)
-    for rows in range(2, max_rows + 1):
-        if not torch.equal(torch.nn.functional.linear(x[:rows], weight), alone[:rows]):
-            return False
-    return True
 
 
 # Two candidates whose logits lie within this of each other are a near tie: bf16 products computed

@@ -133,9 +133,9 @@ def test_wide_calls_are_used_only_where_the_probe_found_them_bit_identical(monke
     invariant.tiled_linear(x, weight, invariant.ROW_TILE)
     assert calls == [16, 4, 4, 4, 4]  # padded to a multiple of ROW_TILE, then one call or tiles
     monkeypatch.setattr(invariant, "_WIDE", {})
-    monkeypatch.setattr(invariant, "_probe", lambda w, rows: False)  # a CPU whose kernels change with M
+    monkeypatch.setattr(invariant, "_probe", lambda w, rows, dtype: False)  # a CPU whose kernels change with M
     lean = LeanLlama(tiny_llama().to(torch.bfloat16), invariant=True)
-    assert set(lean._tiles.values()) == {invariant.ROW_TILE}
+    assert set(lean._tiles.values()) == {(invariant.ROW_TILE, invariant.ROW_TILE)}  # (widest call, row unit)
 
 
 def test_bf16_rows_of_a_continuous_batch_decode_what_they_decode_alone():

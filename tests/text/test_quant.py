@@ -1,0 +1,134 @@
+"""Weight-only int8 / int4 targets: the quantised products, their row independence, and exactness
+against the same quantised model's own greedy decoding (speculative output bit for bit)."""
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from specvideo.text import SpeculativeGenerator
+from specvideo.text.invariant import KEY_TILE, ROW_TILE, tiled_linear, wide_tile
+from specvideo.text.lean import LeanLlama
+from specvideo.text.precision import resolve_dtype, weight_format
+from specvideo.text.quant import Int4Weight, Int8Weight, quantize
+from tests.helpers import own_greedy, perturbed_copy, random_prompts, tiny_llama, tiny_qwen
+from tests.text.test_precision import AMX, _block_equals_steps
+
+FORMATS = ("int8", "int4")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_quantised_products_follow_the_dense_weight(fmt):
+    weight = torch.randn(64, 256, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    q = quantize(weight, fmt)
+    assert isinstance(q, Int8Weight if fmt == "int8" else Int4Weight) and q.shape == weight.shape
+    error = (q.dequantize() - weight.float()).abs().mean() / weight.float().abs().mean()
+    assert error < (0.01 if fmt == "int8" else 0.12)  # round to nearest: 1/254 and 1/30 of a range
+    x = torch.randn(8, 256, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    got, reference = q.linear(x).float(), x.float() @ q.dequantize().T  # the kernel reads the codes it holds
+    assert (got - reference).abs().max() < 0.02 * reference.abs().max()
+    assert q.nbytes < weight.nbytes * (0.55 if fmt == "int8" else 0.3)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_rows_product_does_not_depend_on_the_rows_beside_it(fmt):
+    """No activation is quantised: a row's bits are the same beside random rows or zero padding,
+    which is what lets a k-token check compute each position as a 1-token step does."""
+    q = quantize(torch.randn(128, 192).to(torch.bfloat16), fmt)
+    x = torch.randn(ROW_TILE, 192).to(torch.bfloat16)
+    alone = torch.cat([x[:1], torch.zeros(ROW_TILE - 1, 192, dtype=x.dtype)])
+    assert torch.equal(q.linear(alone)[0], q.linear(x)[0])
+    tile = wide_tile(q, torch.bfloat16)
+    assert torch.equal(tiled_linear(x[:1], q, tile)[0], tiled_linear(x, q, tile)[0])
+
+
+def test_formats_that_cannot_hold_a_weight_are_refused_by_name():
+    with pytest.raises(ValueError, match="int4 needs a weight whose output rows are a multiple of 16"):
+        quantize(torch.randn(20, 128), "int4")
+    with pytest.raises(ValueError, match="int4 needs .* input width is a multiple of 32"):
+        quantize(torch.randn(32, 40), "int4")
+    with pytest.raises(ValueError, match="unknown weight format 'int3'"):
+        quantize(torch.randn(32, 64), "int3")
+    with pytest.raises(ValueError, match="exact=True runs float32; it cannot be combined with dtype='int4'"):
+        resolve_dtype("int4", exact=True)
+    with pytest.raises(ValueError, match="dtype='int8' runs on LeanLlama"):
+        resolve_dtype("int8", architecture="gpt2")
+    assert resolve_dtype("int4", flags=AMX) == torch.bfloat16 and weight_format("int4") == "int4"
+    assert weight_format("bfloat16") is None and weight_format(torch.bfloat16) is None
+    gpt = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2)).eval()
+    with pytest.raises(ValueError, match="run llama and qwen2 targets only"):
+        SpeculativeGenerator(gpt, drafter="none", weights="int8")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("make", [tiny_llama, tiny_qwen], ids=["llama", "qwen2"])
+def test_quantised_blocks_equal_one_token_steps(make, fmt):
+    """Blocks of 2-9 tokens across a KEY_TILE boundary: the logits of the 1-token steps, bit for bit."""
+    lean = LeanLlama(make().to(torch.bfloat16), invariant=True, weights=fmt)
+    prompt = random_prompts(1, 64, seed=5, min_len=KEY_TILE - 3, max_len=KEY_TILE - 3)[0]
+    tokens = [int(t) for t in torch.randint(3, 64, (12,), generator=torch.Generator().manual_seed(1))]
+    for width in (2, 4, 5, 9):
+        assert _block_equals_steps(lean, prompt, tokens, width), width
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_quantised_target_is_close_to_its_dense_self(fmt):
+    model = tiny_llama(seed=2).to(torch.bfloat16)
+    ids = torch.tensor([[5, 9, 11, 3, 7, 8]])
+    from specvideo.text.state import CausalLMState
+
+    dense = CausalLMState(LeanLlama(model, invariant=True), ids, torch.ones_like(ids)).forward(num_logits=6).float()
+    quant = LeanLlama(model, invariant=True, weights=fmt)
+    got = CausalLMState(quant, ids, torch.ones_like(ids)).forward(num_logits=6).float()
+    assert 0 < (got - dense).abs().max() < (0.05 if fmt == "int8" else 0.3) * dense.abs().max()
+    assert quant.weight_bytes() < LeanLlama(model).weight_bytes()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("drafter", ["model", "lean", "hybrid", "ngram"])
+def test_quantised_speculative_output_is_the_models_own_greedy_decoding(drafter, fmt):
+    target = tiny_llama(seed=0, logit_scale=2.0)
+    draft = perturbed_copy(target, noise=0.2).to(torch.bfloat16)
+    target = target.to(torch.bfloat16)
+    uses_draft = drafter in ("model", "lean", "hybrid")
+    gen = SpeculativeGenerator(
+        target, draft=draft if uses_draft else None, drafter=drafter, num_draft_tokens=4, weights=fmt
+    )
+    assert gen.invariant and gen._lean_target.weights == fmt
+    assert all(p.device.type == "meta" for p in gen.target.model.layers.parameters())  # dense layers freed
+    accepted = 0
+    for prompt in random_prompts(4, 64, seed=3, max_len=12):
+        out = gen.generate([prompt], max_new_tokens=24, stop=None)
+        assert out.token_ids[0] == own_greedy(gen, prompt, 24)
+        accepted += out.stats.accepted
+    assert accepted > 0
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_from_pretrained_loads_a_quantised_target(tmp_path, fmt):
+    tiny_llama(seed=0).save_pretrained(tmp_path / "target")
+    gen = SpeculativeGenerator.from_pretrained(str(tmp_path / "target"), dtype=fmt, drafter="ngram")
+    assert gen.weights == fmt and gen._lean_target.weights == fmt
+    prompt = random_prompts(1, 64, seed=4)[0]
+    assert gen.generate([prompt], max_new_tokens=12, stop=None).token_ids[0] == own_greedy(gen, prompt, 12)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_quantised_step_is_not_padded_where_every_row_keeps_its_bits(fmt, monkeypatch):
+    """Weight-only kernels cost in proportion to the rows: a 1-token step runs 1 row, not ROW_TILE,
+    where the probe finds each row's bits the same in calls of any width; else it is padded."""
+    from specvideo.text import invariant
+
+    lean = LeanLlama(tiny_llama().to(torch.bfloat16), invariant=True, weights=fmt)
+    assert {unit for _, unit in lean._tiles.values()} == {1}
+    rows = []
+    real = Int8Weight.linear if fmt == "int8" else Int4Weight.linear
+    monkeypatch.setattr(Int8Weight if fmt == "int8" else Int4Weight, "linear", lambda w, x: rows.append(x.shape[0]) or real(w, x))
+    ids = torch.tensor([[5, 9, 11]])
+    from specvideo.text.state import CausalLMState
+
+    state = CausalLMState(lean, ids, torch.ones_like(ids))
+    state.forward()  # the prompt's last token alone
+    assert rows and set(rows[-3:]) == {1}
+    monkeypatch.setattr(invariant, "_ANY_ROWS", {})
+    monkeypatch.setattr(invariant, "linear", lambda x, w: torch.zeros(x.shape[0], w.shape[0]) + x.shape[0])  # rows change bits
+    assert invariant.row_unit(lean.lm_head, torch.bfloat16) == ROW_TILE
