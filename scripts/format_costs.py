@@ -27,7 +27,7 @@ def forward_ms(lean: LeanLlama, context: int, rows: int, repeats: int) -> float:
     state.forward()  # the prompt's last token
     block = torch.randint(100, 20000, (1, rows), generator=torch.Generator().manual_seed(1))
     times = []
-    for i in range(repeats + 2):
+    for _ in range(repeats + 2):
         state.mark_round()
         start = time.perf_counter()
         state.forward(block, num_logits=rows)

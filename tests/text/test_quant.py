@@ -26,7 +26,7 @@ def test_quantised_products_follow_the_dense_weight(fmt):
     x = torch.randn(8, 256, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
     got, reference = q.linear(x).float(), x.float() @ q.dequantize().T  # the kernel reads the codes it holds
     assert (got - reference).abs().max() < 0.02 * reference.abs().max()
-    assert q.nbytes < weight.nbytes * (0.55 if fmt == "int8" else 0.3)
+    assert q.nbytes < weight.nbytes * (0.55 if fmt == "int8" else 0.35)  # int4: scale and zero per 32
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -132,3 +132,26 @@ def test_a_quantised_step_is_not_padded_where_every_row_keeps_its_bits(fmt, monk
     monkeypatch.setattr(invariant, "_ANY_ROWS", {})
     monkeypatch.setattr(invariant, "linear", lambda x, w: torch.zeros(x.shape[0], w.shape[0]) + x.shape[0])  # rows change bits
     assert invariant.row_unit(lean.lm_head, torch.bfloat16) == ROW_TILE
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_quantised_rows_of_a_continuous_batch_decode_what_they_decode_alone(fmt):
+    """What the server runs: rows that join a running batch decode their own tokens, bit for bit."""
+    from specvideo.text.batching import BatchRun, RowRequest
+
+    gen = SpeculativeGenerator(tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16), drafter="ngram", weights=fmt)
+    reqs = [RowRequest(p, n) for p, n in zip(random_prompts(3, 64, seed=8, min_len=5, max_len=70), (30, 12, 20))]
+
+    def decode(first, joining=()):
+        run, out = BatchRun(gen, first, tag=0), {}
+        for r, _ in enumerate(run.steps()):
+            out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
+            if r == 1:
+                for i, req in joining:
+                    run.admit(req, tag=i)
+        out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
+        return out
+
+    alone = [decode(r)[0] for r in reqs]
+    assert [decode(reqs[0], [(1, reqs[1]), (2, reqs[2])])[i] for i in range(3)] == alone
+    assert alone == [own_greedy(gen, r.prompt_ids, len(a)) for r, a in zip(reqs, alone)]

@@ -1,0 +1,114 @@
+"""What a weight-only format costs in quality, against the same model in bf16 (docs/BENCHMARKS.md
+"Text: weight formats"): per format (bf16 dense, int8, int4, all on LeanLlama(invariant=True)) and
+for llama.cpp on the GGUF file the bf16 directory was converted from,
+
+- greedy agreement with bf16: ``--new-tokens`` greedy tokens after each prompt of the benchmark's
+  validation split (fill in the middle and chat); the share of prompts whose whole continuation is
+  the bf16 one, the mean length of the common prefix, and the share of equal tokens by position;
+- perplexity (our formats only) on ``--chunks`` windows of ``--window`` tokens of the held-out
+  standard-library modules (``recipes.corpus``: code no model here was trained on), and on the bf16
+  model's own greedy chat replies (how far each format moves from bf16's behaviour; llama.cpp's
+  server returns no prompt log-probabilities, and its Q4_K_M weights are what the bf16 directory
+  holds, up to bf16 rounding).
+
+    python scripts/format_quality.py            # the code pair (scripts/fetch_qwen_coder.sh first)
+"""
+
+import argparse
+import math
+import statistics
+
+import torch
+
+from benchmarks.text.fim import fim_prompts
+from benchmarks.text.prompts import chat_prompts
+from benchmarks.text.run import encode
+from recipes.corpus import corpus_files, read_sources
+from specvideo.text import SpeculativeGenerator
+from specvideo.text.lean import LeanLlama
+from specvideo.text.models import QWEN_CODER_FILES, qwen_coder_dir, resolve_model
+from specvideo.text.state import CausalLMState
+
+FORMATS = ("bfloat16", "int8", "int4")
+
+
+def greedy(gen, ids: list[int], n: int) -> list[int]:
+    return gen.generate([ids], max_new_tokens=n, stop=None).token_ids[0]
+
+
+def agreement(runs: list[list[int]], reference: list[list[int]]) -> dict:
+    prefixes = [next((i for i, (a, b) in enumerate(zip(r, ref)) if a != b), len(r)) for r, ref in zip(runs, reference)]
+    n = len(reference[0])
+    by_position = [statistics.fmean(r[i] == ref[i] for r, ref in zip(runs, reference)) for i in range(n)]
+    return {"identical": statistics.fmean(p == n for p in prefixes), "prefix": statistics.fmean(prefixes),
+            "tokens": statistics.fmean(by_position)}
+
+
+@torch.inference_mode()
+def perplexity(runner, windows: list[list[int]]) -> float:
+    """exp(mean negative log-likelihood of every token after the first of each window)."""
+    nll, count = 0.0, 0
+    for ids in windows:
+        x = torch.tensor([ids])
+        logits = CausalLMState(runner, x, torch.ones_like(x)).forward(num_logits=len(ids))[0, :-1].float()  # (T-1, V)
+        nll += float(torch.nn.functional.cross_entropy(logits, x[0, 1:], reduction="sum"))
+        count += len(ids) - 1
+    return math.exp(nll / count)
+
+
+def code_windows(tokenizer, chunks: int, window: int) -> list[list[int]]:
+    ids = tokenizer("\n".join(read_sources(corpus_files("heldout"))))["input_ids"]
+    step = (len(ids) - window) // chunks
+    return [ids[i * step : i * step + window] for i in range(chunks)]
+
+
+def llama_cpp_greedy(prompts: list[list[int]], n: int) -> list[list[int]]:
+    from benchmarks.text.llama_cpp import LlamaServer, mode_args
+
+    server = LlamaServer(qwen_coder_dir() / QWEN_CODER_FILES[0], mode_args("plain", None, 1), torch.get_num_threads(), 4096)
+    try:
+        return [list(server.complete(ids, n, 0.0, 1.0, 0)["tokens"]) for ids in prompts]
+    finally:
+        server.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=int, default=6, help="prompts per workload (validation split)")
+    parser.add_argument("--new-tokens", type=int, default=48)
+    parser.add_argument("--chunks", type=int, default=8)
+    parser.add_argument("--window", type=int, default=256)
+    parser.add_argument("--no-llama-cpp", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    base = SpeculativeGenerator.from_pretrained(resolve_model("qwen-coder", "bfloat16").target, dtype="bfloat16", drafter="none")
+    tok, target = base.tokenizer, base.target
+    prompts = {w: [encode(p, tok, 32768, args.new_tokens, "cpu")[0].tolist() for p in ps] for w, ps in
+               (("fim", fim_prompts("heldout", args.prompts)), ("chat", chat_prompts("heldout", args.prompts)))}
+    runners = {"bfloat16": base._lean_target, **{f: LeanLlama(target, invariant=True, weights=f) for f in FORMATS[1:]}}
+    gens = {f: SpeculativeGenerator(target, tok, drafter="none", lean_target=r, invariant=True,
+                                    weights=None if f == "bfloat16" else f) for f, r in runners.items()}
+    runs = {(f, w): [greedy(g, ids, args.new_tokens) for ids in ps] for f, g in gens.items() for w, ps in prompts.items()}
+    if not args.no_llama_cpp:
+        for w, ps in prompts.items():
+            runs[("llama.cpp Q4_K_M", w)] = llama_cpp_greedy(ps, args.new_tokens)
+    windows = code_windows(tok, args.chunks, args.window)
+    replies = [ids + out for ids, out in zip(prompts["chat"], runs[("bfloat16", "chat")])]
+    print("| format | weights (MB) | fim: identical / common prefix / equal tokens | chat: identical / common prefix / "
+          "equal tokens | perplexity, held-out code | perplexity, bf16's chat replies |")
+    print("|---|---:|---|---|---:|---:|")
+    for name in [*FORMATS, "llama.cpp Q4_K_M"]:
+        cells = []
+        for w in ("fim", "chat"):
+            a = agreement(runs[(name, w)], runs[("bfloat16", w)])
+            cells.append(f"{a['identical']:.2f} / {a['prefix']:.1f} / {a['tokens']:.2f}")
+        if name in runners:
+            mb = f"{runners[name].weight_bytes() / 2**20:,.0f}"
+            ppl = [f"{perplexity(runners[name], windows):.3f}", f"{perplexity(runners[name], replies):.3f}"]
+        else:
+            mb, ppl = f"{(qwen_coder_dir() / QWEN_CODER_FILES[0]).stat().st_size / 2**20:,.0f}", ["-", "-"]
+        print(f"| {name} | {mb} | {cells[0]} | {cells[1]} | {ppl[0]} | {ppl[1]} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
