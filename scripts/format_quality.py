@@ -11,7 +11,7 @@ for llama.cpp on the GGUF file the bf16 directory was converted from,
   server returns no prompt log-probabilities, and its Q4_K_M weights are what the bf16 directory
   holds, up to bf16 rounding).
 
-    python scripts/format_quality.py            # the code pair (scripts/fetch_qwen_coder.sh first)
+    PYTHONPATH=. python scripts/format_quality.py   # the code pair (scripts/fetch_qwen_coder.sh first)
 """
 
 import argparse
@@ -45,14 +45,15 @@ def agreement(runs: list[list[int]], reference: list[list[int]]) -> dict:
 
 
 @torch.inference_mode()
-def perplexity(runner, windows: list[list[int]]) -> float:
-    """exp(mean negative log-likelihood of every token after the first of each window)."""
+def perplexity(runner, windows: list[list[int]], starts: list[int] | None = None) -> float:
+    """exp(mean negative log-likelihood of every token of each window from ``starts[i]`` on (default:
+    after the first))."""
     nll, count = 0.0, 0
-    for ids in windows:
+    for ids, start in zip(windows, starts or [1] * len(windows)):
         x = torch.tensor([ids])
-        logits = CausalLMState(runner, x, torch.ones_like(x)).forward(num_logits=len(ids))[0, :-1].float()  # (T-1, V)
-        nll += float(torch.nn.functional.cross_entropy(logits, x[0, 1:], reduction="sum"))
-        count += len(ids) - 1
+        logits = CausalLMState(runner, x, torch.ones_like(x)).forward(num_logits=len(ids))[0, start - 1 : -1].float()
+        nll += float(torch.nn.functional.cross_entropy(logits, x[0, start:], reduction="sum"))  # (T - start, V) logits
+        count += len(ids) - start
     return math.exp(nll / count)
 
 
@@ -104,7 +105,8 @@ def main() -> None:
             cells.append(f"{a['identical']:.2f} / {a['prefix']:.1f} / {a['tokens']:.2f}")
         if name in runners:
             mb = f"{runners[name].weight_bytes() / 2**20:,.0f}"
-            ppl = [f"{perplexity(runners[name], windows):.3f}", f"{perplexity(runners[name], replies):.3f}"]
+            starts = [len(ids) for ids in prompts["chat"]]  # the replies' tokens only
+            ppl = [f"{perplexity(runners[name], windows):.3f}", f"{perplexity(runners[name], replies, starts):.3f}"]
         else:
             mb, ppl = f"{(qwen_coder_dir() / QWEN_CODER_FILES[0]).stat().st_size / 2**20:,.0f}", ["-", "-"]
         print(f"| {name} | {mb} | {cells[0]} | {cells[1]} | {ppl[0]} | {ppl[1]} |", flush=True)

@@ -159,3 +159,18 @@ def equal_or_near_tie(gen, prompt: list[int], got: list[int], reference: list[in
     fp32 = copy.deepcopy(gen.target).float()
     where = divergence(fp32, prompt, got, reference)
     return where is not None and where[1] <= NEAR_TIE
+
+
+def decode_joining(gen, first, joining=()) -> dict:
+    """Every row's tokens by tag: a continuous BatchRun of ``first`` (tag 0) that the (tag, RowRequest)
+    pairs of ``joining`` join after its second round."""
+    from specvideo.text.batching import BatchRun
+
+    run, out = BatchRun(gen, first, tag=0), {}
+    for r, _ in enumerate(run.steps()):
+        out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
+        if r == 1:
+            for i, req in joining:
+                run.admit(req, tag=i)
+    out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
+    return out

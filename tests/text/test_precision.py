@@ -11,7 +11,7 @@ from specvideo.text.invariant import KEY_TILE
 from specvideo.text.lean import LeanLlama
 from specvideo.text.precision import native_bf16, resolve_dtype
 from specvideo.text.state import CausalLMState
-from tests.helpers import own_greedy, perturbed_copy, random_prompts, tiny_llama, tiny_qwen
+from tests.helpers import decode_joining, own_greedy, perturbed_copy, random_prompts, tiny_llama, tiny_qwen
 
 ZEN4 = frozenset({"avx2", "avx512f", "avx512_bf16"})
 AMX = frozenset({"avx512f", "amx_bf16", "amx_tile"})
@@ -139,7 +139,7 @@ def test_wide_calls_are_used_only_where_the_probe_found_them_bit_identical(monke
 
 
 def test_bf16_rows_of_a_continuous_batch_decode_what_they_decode_alone():
-    from specvideo.text.batching import BatchRun, RowRequest
+    from specvideo.text.batching import RowRequest
 
     target = tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16)
     gen = SpeculativeGenerator(target, drafter="ngram", num_draft_tokens=3)
@@ -147,18 +147,7 @@ def test_bf16_rows_of_a_continuous_batch_decode_what_they_decode_alone():
     prompts = random_prompts(3, 64, seed=8, min_len=5, max_len=70)
     reqs = [RowRequest(p, n) for p, n in zip(prompts, (30, 12, 20))]
 
-    def decode(first, joining=()):
-        run, joining = BatchRun(gen, first, tag=0), list(joining)
-        out = {}
-        for r, _ in enumerate(run.steps()):
-            out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
-            if r == 1:
-                for i, req in joining:
-                    run.admit(req, tag=i)
-        out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
-        return out
-
-    alone = [decode(r)[0] for r in reqs]
-    together = decode(reqs[0], [(1, reqs[1]), (2, reqs[2])])
+    alone = [decode_joining(gen, r)[0] for r in reqs]
+    together = decode_joining(gen, reqs[0], [(1, reqs[1]), (2, reqs[2])])
     assert [together[i] for i in range(3)] == alone
     assert alone == [own_greedy(gen, r.prompt_ids, len(a)) for r, a in zip(reqs, alone)]

@@ -10,7 +10,7 @@ from specvideo.text.invariant import KEY_TILE, ROW_TILE, tiled_linear, wide_tile
 from specvideo.text.lean import LeanLlama
 from specvideo.text.precision import resolve_dtype, weight_format
 from specvideo.text.quant import Int4Weight, Int8Weight, quantize
-from tests.helpers import own_greedy, perturbed_copy, random_prompts, tiny_llama, tiny_qwen
+from tests.helpers import decode_joining, own_greedy, perturbed_copy, random_prompts, tiny_llama, tiny_qwen
 from tests.text.test_precision import AMX, _block_equals_steps
 
 FORMATS = ("int8", "int4")
@@ -137,21 +137,11 @@ def test_a_quantised_step_is_not_padded_where_every_row_keeps_its_bits(fmt, monk
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_quantised_rows_of_a_continuous_batch_decode_what_they_decode_alone(fmt):
     """What the server runs: rows that join a running batch decode their own tokens, bit for bit."""
-    from specvideo.text.batching import BatchRun, RowRequest
+    from specvideo.text.batching import RowRequest
 
     gen = SpeculativeGenerator(tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16), drafter="ngram", weights=fmt)
     reqs = [RowRequest(p, n) for p, n in zip(random_prompts(3, 64, seed=8, min_len=5, max_len=70), (30, 12, 20))]
-
-    def decode(first, joining=()):
-        run, out = BatchRun(gen, first, tag=0), {}
-        for r, _ in enumerate(run.steps()):
-            out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
-            if r == 1:
-                for i, req in joining:
-                    run.admit(req, tag=i)
-        out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
-        return out
-
-    alone = [decode(r)[0] for r in reqs]
-    assert [decode(reqs[0], [(1, reqs[1]), (2, reqs[2])])[i] for i in range(3)] == alone
+    alone = [decode_joining(gen, r)[0] for r in reqs]
+    together = decode_joining(gen, reqs[0], [(1, reqs[1]), (2, reqs[2])])
+    assert [together[i] for i in range(3)] == alone
     assert alone == [own_greedy(gen, r.prompt_ids, len(a)) for r, a in zip(reqs, alone)]
