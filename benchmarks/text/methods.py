@@ -65,7 +65,8 @@ def build_methods(
     """Every method of ``config``, in the fixed family order whatever order they were listed in
     (``head``: the draft head the head drafters run)."""
     from specvideo.text import SpeculativeGenerator
-    from specvideo.text.config import HEAD_DRAFTERS
+    from specvideo.text.config import HEAD_DRAFTERS, SELF_DRAFTERS
+    from specvideo.text.drafter_registry import spec_of
 
     n, top_p = config.max_new_tokens, config.top_p
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
@@ -95,9 +96,12 @@ def build_methods(
     def ours(name: str, family: str, row: tuple, **kwargs) -> list[Method]:
         """One Method per verifier; row = (drafter label, schedule, k) for the table."""
         out = []
+        copy = spec_of(kwargs.get("drafter", "none")).copy
         for verifier, lean_target in verifiers:
             packed = verifier == "packed" and not llama
             weights = verifier if verifier in WEIGHT_ONLY else None
+            if copy and (weights == copy or not llama):  # a self drafter's copy would be the target itself
+                continue
             gen = SpeculativeGenerator(
                 target, tokenizer, lean_target=lean_target, packed=packed,
                 invariant=bool(lean_target) and (not float32 or weights is not None), weights=weights, **kwargs
@@ -144,7 +148,7 @@ def build_methods(
                                 f"ours-{label}-{schedule}-k{k}",
                                 family,
                                 (label, schedule, k),
-                                draft=head if drafter in HEAD_DRAFTERS else draft,
+                                draft=head if drafter in HEAD_DRAFTERS else None if drafter in SELF_DRAFTERS else draft,
                                 drafter=drafter,
                                 num_draft_tokens=k,
                                 schedule=schedule,

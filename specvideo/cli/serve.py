@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from specvideo.cli.common import UsageError, add_dtype, add_seed_and_device
-from specvideo.text.config import MODEL_DRAFTERS, TEXT_DEFAULTS
+from specvideo.text.config import MODEL_DRAFTERS, SELF_DRAFTERS, TEXT_DEFAULTS
 
 
 def add(commands) -> None:
@@ -25,7 +25,7 @@ def add(commands) -> None:
         "--ngram", action="store_true", help="draft by prompt lookup instead of a draft model"
     )
     p.add_argument(
-        "--drafter", choices=MODEL_DRAFTERS, help="how to draft (default for smollm2: prompt lookup, ngram)"
+        "--drafter", choices=MODEL_DRAFTERS + SELF_DRAFTERS, help="how to draft (default for smollm2: prompt lookup, ngram)"
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
     p.add_argument("--port", type=int, default=8000)

@@ -8,7 +8,7 @@ import sys
 
 from specvideo.cli.common import UsageError, add_dtype, add_seed_and_device
 from specvideo.core.schedule import SCHEDULES
-from specvideo.text.config import MODEL_DRAFTERS, TEXT_DEFAULTS, TextConfig
+from specvideo.text.config import MODEL_DRAFTERS, SELF_DRAFTERS, TEXT_DEFAULTS, TextConfig
 
 
 def add(commands) -> None:
@@ -45,9 +45,9 @@ def add_settings(p) -> None:
     )
     p.add_argument(
         "--drafter",
-        choices=MODEL_DRAFTERS,
+        choices=MODEL_DRAFTERS + SELF_DRAFTERS,
         help="how to run the draft model: transformers, lean, or hybrid (prompt lookup when the context "
-        "repeats, else lean), a draft head (head, head-tree, head-hybrid, head-hybrid-tree); default for the default target: "
+        "repeats, else lean), a draft head (head, head-tree, head-hybrid, head-hybrid-tree), or an int4 copy of the target (self, self-hybrid); default for the default target: "
         "prompt lookup (ngram), the fastest on the tuning split",
     )
     p.add_argument(

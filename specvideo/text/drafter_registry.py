@@ -3,7 +3,8 @@
 Each name maps to a ``DrafterSpec``: the model it runs (none, a draft causal LM or a draft head on
 the target's features), whether that model runs on ``LeanLlama`` (and FR-Spec's ``draft_vocab``),
 whether it proposes token trees, whether it can draft a batch of prompts, the chain drafter a
-continuous batch uses in its place, and ``build``: the drafter object for one run, from the
+continuous batch uses in its place, the weight format of the target's copy it drafts with (the
+self drafters), and ``build``: the drafter object for one run, from the
 ``DraftParts`` the generator hands over. The name tuples of ``specvideo.text.config`` (the CLI's
 choices), the generator's checks, the serving engine's batching and ``specvideo.text.batching`` all
 read these specs.
@@ -48,6 +49,7 @@ class DrafterSpec:
     tree: bool = False  # proposes token trees
     one_row: bool = False  # verifies one prompt at a time: a batch is refused
     chain: str | None = None  # a tree drafter's chain: what a continuous batch drafts with
+    copy: str | None = None  # drafts with a copy of the target in this weight format (self-speculation)
 
 
 def _lookup(p: DraftParts, hybrid: bool = False) -> NGramDrafter:
@@ -97,6 +99,10 @@ DRAFTER_SPECS: dict[str, DrafterSpec] = {
     "head-hybrid-tree": DrafterSpec(
         lambda p: _head(p, tree=True, hybrid=True), needs="head", lean=True, tree=True, chain="head-hybrid"
     ),
+    # self-speculation (ML-SpecQD): an int4 copy of the target drafts, no second model to load;
+    # behind prompt lookup for its hybrid
+    "self": DrafterSpec(_model, lean=True, copy="int4"),
+    "self-hybrid": DrafterSpec(lambda p: HybridDrafter(_model(p), _lookup(p, hybrid=True)), lean=True, copy="int4"),
     # prompt lookup, no model: one continuation, or several earlier occurrences' as one tree
     "ngram": DrafterSpec(_lookup),
     "ngram-tree": DrafterSpec(_ngram_tree, tree=True, one_row=True, chain="ngram"),

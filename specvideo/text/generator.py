@@ -134,7 +134,9 @@ class SpeculativeGenerator:
         # running through transformers (the same tokens, without the lean speed-up or FR-Spec)
         lean_ok = self.draft is not None and getattr(self.draft.config, "model_type", None) in LEAN_MODEL_TYPES
         self._lean = self._lean_draft(draft_vocab) if spec.lean and lean_ok else None
-        self.lean_fallback = spec.lean and not lean_ok
+        self.lean_fallback = spec.lean and not lean_ok and not spec.copy
+        if spec.copy:  # self-speculation: a quantised copy of the target drafts (before its weights go)
+            self._lean = self._self_draft(spec.copy, weights, draft_vocab)
         # the target's forward passes run by LeanLlama too (the same weights; logits equal to
         # transformers' up to float rounding, so greedy identity is checked, not assumed)
         target_lean_ok = getattr(self.target.config, "model_type", None) in LEAN_MODEL_TYPES
@@ -176,6 +178,20 @@ class SpeculativeGenerator:
     num_draft_tokens = property(lambda self: self.config.num_draft_tokens)
     schedule_name = property(lambda self: self.config.schedule)
     max_ngram = property(lambda self: self.config.max_ngram)
+
+    def _self_draft(self, fmt: str, weights: str | None, vocab) -> LeanLlama:
+        """The ``fmt`` copy of the target a self drafter runs (its projections and head quantised)."""
+        if getattr(self.target.config, "model_type", None) not in LEAN_MODEL_TYPES:
+            raise ValueError(
+                f"drafter={self.drafter_name!r} drafts with a LeanLlama copy of the target: "
+                f"{' and '.join(LEAN_MODEL_TYPES)} targets only, got {self.target.config.model_type!r}"
+            )
+        if weights == fmt:
+            raise ValueError(
+                f"drafter={self.drafter_name!r} drafts with an {fmt} copy of the target, which an {fmt} target "
+                "already is: use it with a bf16 or int8 target, or draft by prompt lookup (ngram)"
+            )
+        return LeanLlama(self.target, vocab, weights=fmt)
 
     def _lean_draft(self, vocab) -> LeanLlama:
         if isinstance(self.draft, DraftHead):  # one layer over [embedding, feature]

@@ -119,20 +119,41 @@ class Call:
     mask: torch.Tensor  # (B|1, 1, rows, width) bool
 
 
-def attention_plan(start: int, n: int, valid: torch.Tensor | None, device: torch.device) -> list[Call]:
-    """The calls that attend a block of n queries at slots start .. start + n - 1 (built once per
-    forward, shared by every layer). valid (B, start + n) real slots, None when all are."""
+def attention_plan(start: int, n: int, device: torch.device) -> list[Call]:
+    """The calls that attend a block of n queries at slots start .. start + n - 1 of one row whose
+    slots 0 .. start + n - 1 all hold its tokens (built once per forward, shared by every layer)."""
     end = start + n
     if n > MAX_TILED_ROWS:  # a prefill: one causal call
-        return [Call(0, n, end, _mask(valid, torch.arange(start, end, device=device), end, end))]
+        return [Call(0, n, end, _mask(torch.arange(start, end, device=device), end))]
     calls, j = [], 0
     while j < n:
         width = key_width(start + j + 1)
         stop = min(j + ROW_TILE, n, width - start)  # queries that share this key width, one tile at most
         query = (start + j + torch.arange(ROW_TILE, device=device)).clamp(max=start + stop - 1)  # padding rows repeat the last
-        calls.append(Call(j, stop, width, _mask(valid, query, end, width)))
+        calls.append(Call(j, stop, width, _mask(query, width)))
         j = stop
     return calls
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """One row of a batch whose rows stand at different positions: its real columns of the block
+    and their calls. The row's keys lie at slots = their positions (its own contiguous slots, as
+    alone), so its calls are the very calls it makes alone."""
+
+    columns: torch.Tensor  # (m,) the block's columns that hold the row's real tokens
+    start: int  # the position (= slot) of its first real token in the block
+    calls: list[Call]
+
+
+def row_plans(position_ids: torch.Tensor, valid: torch.Tensor) -> list[RowPlan]:
+    """position_ids, valid (B, n): each row's plan (``attend_rows``)."""
+    plans = []
+    for positions, real in zip(position_ids, valid):
+        columns = real.nonzero()[:, 0]  # (m,)
+        start = int(positions[columns[0]]) if len(columns) else 0
+        plans.append(RowPlan(columns, start, attention_plan(start, len(columns), position_ids.device)))
+    return plans
 
 
 def attend(q: torch.Tensor, kv: torch.Tensor, plan: list[Call], gqa: bool) -> torch.Tensor:
@@ -149,13 +170,21 @@ def attend(q: torch.Tensor, kv: torch.Tensor, plan: list[Call], gqa: bool) -> to
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)  # (B, H, n, D)
 
 
-def _mask(valid: torch.Tensor | None, query: torch.Tensor, end: int, width: int) -> torch.Tensor:
-    """(B|1, 1, rows, width) bool: the query at slot ``query[r]`` sees slot s when s <= query[r] and
-    s < end, and the slot is real (``valid``) or the query's own."""
+def attend_rows(q: torch.Tensor, kv_new: torch.Tensor, kv: torch.Tensor, plans: list[RowPlan], gqa: bool) -> torch.Tensor:
+    """Each row on its own: its real columns' keys and values kv_new (2, B, H_kv, n, D) go to its
+    slots start .. start + m - 1 of kv (2, B, H_kv, capacity, D), its queries q (B, H, n, D) attend
+    in its own calls. Returns (B, H, n, D), zeros at the columns that hold no real token."""
+    out = torch.zeros_like(q)
+    for b, plan in enumerate(plans):
+        m = len(plan.columns)
+        if not m:
+            continue
+        kv[:, b, :, plan.start : plan.start + m] = kv_new[:, b, :, plan.columns]
+        out[b, :, plan.columns] = attend(q[b : b + 1, :, plan.columns], kv[:, b : b + 1], plan.calls, gqa)[0]
+    return out
+
+
+def _mask(query: torch.Tensor, width: int) -> torch.Tensor:
+    """(1, 1, rows, width) bool: the query at slot ``query[r]`` sees slots 0 .. query[r]."""
     slots = torch.arange(width, device=query.device)  # (width,)
-    causal = (slots[None] <= query[:, None]) & (slots[None] < end)  # (rows, width)
-    if valid is None:
-        return causal[None, None]
-    real = F.pad(valid.bool(), (0, width - valid.shape[1]))[:, None, :]  # (B, 1, width)
-    own = slots[None] == query[:, None]  # (rows, width)
-    return ((causal[None] & real) | own[None])[:, None]  # (B, 1, rows, width)
+    return (slots[None] <= query[:, None])[None, None]

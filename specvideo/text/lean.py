@@ -48,22 +48,37 @@ from specvideo.text.vocab import check_vocabulary
 
 @dataclass(frozen=True)
 class _Canonical:
-    """Invariant mode's attention: the block's calls (``specvideo.text.invariant``)."""
+    """Invariant mode's attention: the block's calls (``specvideo.text.invariant``), shared by every
+    row (no hole, every row at the same position), or each row's own (``rows``)."""
 
     plan: list
+    rows: bool = False
 
 
 class LeanCache:
     """Preallocated keys and values in one buffer (layers, 2, B, H_kv, capacity, D), so a layer writes
-    both with one copy; ``crop(-n)`` drops the last n slots."""
+    both with one copy; ``crop(-n)`` drops the last n slots.
+
+    ``length`` counts the slots of the state's shared slot axis, where rows that kept different
+    counts have holes. With ``by_position`` (an invariant model's cache) a row's keys lie at slots
+    equal to their positions instead, contiguous from slot 0 as alone, whatever holes that axis has:
+    a repack (``gather_slots``) then moves nothing."""
 
     def __init__(
-        self, layers: int, batch: int, heads: int, head_dim: int, like: torch.Tensor, capacity: int = 256
+        self,
+        layers: int,
+        batch: int,
+        heads: int,
+        head_dim: int,
+        like: torch.Tensor,
+        capacity: int = 256,
+        by_position: bool = False,
     ):
         self.kv = torch.zeros(
             (layers, 2, batch, heads, capacity, head_dim), dtype=like.dtype, device=like.device
         )  # zeros: a masked slot of invariant attention stays finite
         self.length = 0
+        self.by_position = by_position
 
     def reserve(self, n: int) -> None:
         capacity = self.kv.shape[4]
@@ -88,6 +103,9 @@ class LeanCache:
 
     def gather_slots(self, order: torch.Tensor) -> None:
         """Row b's slots become its slots ``order[b]`` (B, W): the holes squeezed out."""
+        if self.by_position:  # every row's keys already lie in its own slots 0 .. n_b - 1
+            self.length = order.shape[1]
+            return
         L, two, B, H, capacity, D = self.kv.shape
         index = order[None, None, :, None, :, None].expand(L, two, B, H, -1, D)
         packed = torch.gather(self.kv[:, :, :, :, : self.length], 4, index)
@@ -231,7 +249,9 @@ class LeanLlama(nn.Module):
         return self.embed.dtype
 
     def make_cache(self, batch_size: int) -> LeanCache:
-        return LeanCache(len(self.layers), batch_size, self.kv_heads, self.head_dim, self.embed)
+        return LeanCache(
+            len(self.layers), batch_size, self.kv_heads, self.head_dim, self.embed, by_position=self.invariant
+        )
 
     @torch.inference_mode()
     def forward(
@@ -257,10 +277,13 @@ class LeanLlama(nn.Module):
                 raise ValueError(f"a draft head needs a feature beside each of its {n} tokens")
             x = F.linear(torch.cat([x, features.to(x.dtype)], dim=-1), *self.fc)  # (B, n, d)
         cos, sin = self._rope(position_ids)  # (B, H + 2 H_kv, n, D) each
-        if self.invariant and (attention_mask is None or attention_mask.ndim == 2):
-            valid = None if attention_mask is None else attention_mask.bool()
-            mask = _Canonical(invariant.attention_plan(start, n, valid, input_ids.device))
+        if self.invariant and attention_mask is None:
+            mask = _Canonical(invariant.attention_plan(start, n, input_ids.device))
             cache.reserve(mask.plan[-1].width - start)
+        elif self.invariant and attention_mask.ndim == 2:  # rows apart: each in its own slots and calls
+            plans = invariant.row_plans(position_ids, attention_mask[:, -n:].bool())
+            mask = _Canonical(plans, rows=True)
+            cache.reserve(max((p.calls[-1].width for p in plans if p.calls), default=0) - start)
         else:
             mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         for i, layer in enumerate(self.layers):
@@ -288,12 +311,16 @@ class LeanLlama(nn.Module):
             qkv = qkv + layer.qkv_bias
         qkv = qkv.view(B, n, -1, D).transpose(1, 2)  # (B, H + 2 H_kv, n, D)
         qkv = qkv * cos + qkv.roll(D // 2, dims=-1) * sin  # RoPE on q and k, v unchanged
-        end = cache.length + n
-        cache.kv[i, :, :, :, cache.length : end] = qkv[:, H:].unflatten(1, (2, -1)).transpose(0, 1)
-        keys, values = cache.kv[i, :, :, :, :end]  # (B, H_kv, L + n, D) each
-        if isinstance(mask, _Canonical):
+        new = qkv[:, H:].unflatten(1, (2, -1)).transpose(0, 1)  # (2, B, H_kv, n, D) keys, values
+        if isinstance(mask, _Canonical) and mask.rows:
+            out = invariant.attend_rows(qkv[:, :H], new, cache.kv[i], mask.plan, H != self.kv_heads)
+        elif isinstance(mask, _Canonical):
+            cache.kv[i, :, :, :, cache.length : cache.length + n] = new
             out = invariant.attend(qkv[:, :H], cache.kv[i], mask.plan, H != self.kv_heads)
         else:
+            end = cache.length + n
+            cache.kv[i, :, :, :, cache.length : end] = new
+            keys, values = cache.kv[i, :, :, :, :end]  # (B, H_kv, L + n, D) each
             out = F.scaled_dot_product_attention(
                 qkv[:, :H], keys, values, attn_mask=mask, enable_gqa=H != self.kv_heads
             )  # (B, H, n, D)

@@ -116,7 +116,8 @@ class CausalLMState(TreeForward):
         if 0 < self._prefill < self.pending_width:  # the prompt but its last token, in calls of its own
             rest = self.pending_width - self._prefill
             need = max(0, num_logits - rest)
-            logits, hidden = self._feed_chunks(need)
+            ragged = self.batch_size > 1 and not self.keep_hidden and not bool(self.pending_valid[:, : self._prefill].all())
+            logits, hidden = self._prefill_rows(need) if ragged else self._feed_chunks(need)
             out = self._feed(rest, num_logits)
             logits = torch.cat([*logits, out.logits], dim=1)[:, -num_logits:] if need else out.logits[:, -num_logits:]
             if self.keep_hidden:
@@ -141,6 +142,31 @@ class CausalLMState(TreeForward):
             logits.append(self._feed(n, max(1, min(n, need))).logits)
             hidden.append(self.hidden)
         return logits, hidden
+
+    def _prefill_rows(self, need: int = 0) -> tuple[list[torch.Tensor], list[None]]:
+        """An invariant model's left-padded batch: each row's prompt in its own chunks, as it goes
+        alone (chunks end at multiples of PREFILL_CHUNK of its own slots, not the padded batch's),
+        the rows then joined (``admit``); their logits (B, need, V), zeros where a row has fewer."""
+        n, joined, logits = self._prefill, None, []
+        for b in range(self.batch_size):
+            tokens = self.pending[b : b + 1, :n][:, self.pending_valid[b, :n]]  # (1, n_b) its real tokens
+            row = CausalLMState(self.model, tokens, torch.ones_like(tokens))
+            row._prefill = tokens.shape[1]
+            fed = row._feed_chunks(need)[0]
+            last = torch.cat(fed, dim=1)[:, -need:] if need and fed else None  # (1, <= need, V)
+            logits.append(last)
+            if joined is None:
+                joined = row
+            else:
+                joined.admit(row)
+        self.cache, self.mask, self.num_tokens = joined.cache, joined.mask, joined.num_tokens
+        self.pending, self.pending_valid = self.pending[:, n:], self.pending_valid[:, n:]
+        self._prefill, self.full = 0, False
+        if not need:
+            return [], [None]
+        V = next(x.shape[-1] for x in logits if x is not None)
+        rows = [F.pad(x, (0, 0, need - x.shape[1], 0)) if x is not None else torch.zeros(1, need, V) for x in logits]
+        return [torch.cat(rows)], [None]
 
     @torch.inference_mode()
     def prefill(self) -> None:

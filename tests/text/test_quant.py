@@ -145,3 +145,22 @@ def test_quantised_rows_of_a_continuous_batch_decode_what_they_decode_alone(fmt)
     together = decode_joining(gen, reqs[0], [(1, reqs[1]), (2, reqs[2])])
     assert [together[i] for i in range(3)] == alone
     assert alone == [own_greedy(gen, r.prompt_ids, len(a)) for r, a in zip(reqs, alone)]
+
+
+@pytest.mark.parametrize("fmt", [None, "int8"])
+@pytest.mark.parametrize("drafter", ["self", "self-hybrid"])
+def test_an_int4_copy_of_the_target_drafts_for_it_exactly(drafter, fmt):
+    target = tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16)
+    gen = SpeculativeGenerator(target, drafter=drafter, num_draft_tokens=4, weights=fmt)
+    assert gen.draft is None and gen._lean.weights == "int4" and not gen._lean.invariant
+    drafted = accepted = 0
+    for prompt in random_prompts(4, 64, seed=3, max_len=12):
+        out = gen.generate([prompt], max_new_tokens=24, stop=None)
+        assert out.token_ids[0] == own_greedy(gen, prompt, 24)
+        drafted, accepted = drafted + out.stats.drafted, accepted + out.stats.accepted
+    assert accepted > drafted / 2  # the copy mostly agrees with the model it was quantised from
+
+
+def test_an_int4_target_is_told_it_is_its_own_int4_copy():
+    with pytest.raises(ValueError, match="int4 copy of the target, which an int4 target already is"):
+        SpeculativeGenerator(tiny_llama(seed=0).to(torch.bfloat16), drafter="self", weights="int4")
