@@ -12,6 +12,7 @@ for llama.cpp on the GGUF file the bf16 directory was converted from,
   holds, up to bf16 rounding).
 
     PYTHONPATH=. python scripts/format_quality.py   # the code pair (scripts/fetch_qwen_coder.sh first)
+    PYTHONPATH=. python scripts/format_quality.py --model smollm2   # the default SmolLM2-135M: code, not fim
 """
 
 import argparse
@@ -21,7 +22,7 @@ import statistics
 import torch
 
 from benchmarks.text.fim import fim_prompts
-from benchmarks.text.prompts import chat_prompts
+from benchmarks.text.prompts import chat_prompts, code_prompts
 from benchmarks.text.run import encode
 from recipes.corpus import corpus_files, read_sources
 from specvideo.text import SpeculativeGenerator
@@ -63,10 +64,16 @@ def code_windows(tokenizer, chunks: int, window: int) -> list[list[int]]:
     return [ids[i * step : i * step + window] for i in range(chunks)]
 
 
-def llama_cpp_greedy(prompts: list[list[int]], n: int) -> list[list[int]]:
+def gguf_file(model: str):
+    from specvideo.text.smollm import gguf_path
+
+    return gguf_path() if model == "smollm2" else qwen_coder_dir() / QWEN_CODER_FILES[0]
+
+
+def llama_cpp_greedy(prompts: list[list[int]], n: int, model: str) -> list[list[int]]:
     from benchmarks.text.llama_cpp import LlamaServer, mode_args
 
-    server = LlamaServer(qwen_coder_dir() / QWEN_CODER_FILES[0], mode_args("plain", None, 1), torch.get_num_threads(), 4096)
+    server = LlamaServer(gguf_file(model), mode_args("plain", None, 1), torch.get_num_threads(), 4096)
     try:
         return [list(server.complete(ids, n, 0.0, 1.0, 0)["tokens"]) for ids in prompts]
     finally:
@@ -80,27 +87,30 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--window", type=int, default=256)
     parser.add_argument("--no-llama-cpp", action="store_true")
+    parser.add_argument("--model", choices=("qwen-coder", "smollm2"), default="qwen-coder")
     args = parser.parse_args()
     torch.set_num_threads(2)
-    base = SpeculativeGenerator.from_pretrained(resolve_model("qwen-coder", "bfloat16").target, dtype="bfloat16", drafter="none")
+    path = resolve_model("qwen-coder", "bfloat16").target if args.model == "qwen-coder" else None
+    base = SpeculativeGenerator.from_pretrained(path, dtype="bfloat16", drafter="none")
     tok, target = base.tokenizer, base.target
+    code = ("fim", fim_prompts) if args.model == "qwen-coder" else ("code", code_prompts)
     prompts = {w: [encode(p, tok, 32768, args.new_tokens, "cpu")[0].tolist() for p in ps] for w, ps in
-               (("fim", fim_prompts("heldout", args.prompts)), ("chat", chat_prompts("heldout", args.prompts)))}
+               ((code[0], code[1]("heldout", args.prompts)), ("chat", chat_prompts("heldout", args.prompts)))}
     runners = {"bfloat16": base._lean_target, **{f: LeanLlama(target, invariant=True, weights=f) for f in FORMATS[1:]}}
     gens = {f: SpeculativeGenerator(target, tok, drafter="none", lean_target=r, invariant=True,
                                     weights=None if f == "bfloat16" else f) for f, r in runners.items()}
     runs = {(f, w): [greedy(g, ids, args.new_tokens) for ids in ps] for f, g in gens.items() for w, ps in prompts.items()}
     if not args.no_llama_cpp:
         for w, ps in prompts.items():
-            runs[("llama.cpp Q4_K_M", w)] = llama_cpp_greedy(ps, args.new_tokens)
+            runs[("llama.cpp", w)] = llama_cpp_greedy(ps, args.new_tokens, args.model)
     windows = code_windows(tok, args.chunks, args.window)
     replies = [ids + out for ids, out in zip(prompts["chat"], runs[("bfloat16", "chat")])]
-    print("| format | weights (MB) | fim: identical / common prefix / equal tokens | chat: identical / common prefix / "
+    print(f"| format | weights (MB) | {code[0]}: identical / common prefix / equal tokens | chat: identical / common prefix / "
           "equal tokens | perplexity, held-out code | perplexity, bf16's chat replies |")
     print("|---|---:|---|---|---:|---:|")
-    for name in [*FORMATS, "llama.cpp Q4_K_M"]:
+    for name in [*FORMATS, *(() if args.no_llama_cpp else ("llama.cpp",))]:
         cells = []
-        for w in ("fim", "chat"):
+        for w in (code[0], "chat"):
             a = agreement(runs[(name, w)], runs[("bfloat16", w)])
             cells.append(f"{a['identical']:.2f} / {a['prefix']:.1f} / {a['tokens']:.2f}")
         if name in runners:
@@ -108,7 +118,7 @@ def main() -> None:
             starts = [len(ids) for ids in prompts["chat"]]  # the replies' tokens only
             ppl = [f"{perplexity(runners[name], windows):.3f}", f"{perplexity(runners[name], replies, starts):.3f}"]
         else:
-            mb, ppl = f"{(qwen_coder_dir() / QWEN_CODER_FILES[0]).stat().st_size / 2**20:,.0f}", ["-", "-"]
+            mb, ppl = f"{gguf_file(args.model).stat().st_size / 2**20:,.0f}", ["-", "-"]
         print(f"| {name} | {mb} | {cells[0]} | {cells[1]} | {ppl[0]} | {ppl[1]} |", flush=True)
 
 

@@ -41,11 +41,14 @@ def add(kinds) -> None:
                         "ngram-tree, head@N, head-tree@N, head-hybrid@N, head-hybrid-tree@N")
     t.add_argument("--methods", metavar="LIST", type=names, default=d.methods,
                    help=f"comma-separated subset of {','.join(FAMILIES + PEER_FAMILIES)} "
-                        "(llama-cpp: llama.cpp's server on the same GGUF, built once by scripts/build_llama_cpp.sh)")
+                        "(llama-cpp: llama.cpp's server on the same GGUF, built once by scripts/build_llama_cpp.sh; "
+                        "openvino: OpenVINO GenAI on int4 exports of the code pair, made once by scripts/build_openvino_peer.sh)")
     t.add_argument("--llama-cpp-modes", metavar="LIST", type=names, default=d.llama_cpp_modes,
                    help="llama-cpp rows: plain, ngram (its prompt lookup), draft (the code pair's 0.5B)")
     t.add_argument("--llama-cpp-k-values", metavar="LIST", type=ints, default=d.llama_cpp_ks,
-                   help="llama-cpp speculative rows: the draft lengths")
+                   help="llama-cpp and openvino speculative rows: the draft lengths")
+    t.add_argument("--openvino-modes", metavar="LIST", type=names, default=d.openvino_modes,
+                   help="openvino rows: plain, lookup (its prompt lookup), draft (the 0.5B, exported alike)")
     t.add_argument("--sampled-methods", metavar="LIST", type=names, default=d.sampled_methods,
                    help="the families also run at T > 0")
     t.add_argument("--schedules", metavar="LIST", type=names, default=d.schedules, help="our draft-length schedules")
@@ -88,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         temperatures=args.temperatures, top_p=args.top_p, methods=args.methods,
         sampled_methods=args.sampled_methods, repeats=args.repeats, seed=args.seed, device=args.device, dtype=args.dtype,
         llama_cpp_modes=args.llama_cpp_modes, llama_cpp_ks=args.llama_cpp_k_values,
+        openvino_modes=args.openvino_modes,
         decode_forwards=args.decode_forwards, decode_repeats=args.decode_repeats, report=args.report,
     )
     results = run_benchmark(config, progress=True)
@@ -119,6 +123,10 @@ def reproducing_argv(config) -> list[str]:
     argv += ["--repeats", str(config.repeats), "--seed", str(config.seed), "--device", config.device]
     argv += ["--dtype", config.dtype]
     if "llama-cpp" in config.methods:
-        argv += ["--llama-cpp-modes", join(config.llama_cpp_modes), "--llama-cpp-k-values", join(config.llama_cpp_ks)]
+        argv += ["--llama-cpp-modes", join(config.llama_cpp_modes)]
+    if "openvino" in config.methods:
+        argv += ["--openvino-modes", join(config.openvino_modes)]
+    if "llama-cpp" in config.methods or "openvino" in config.methods:
+        argv += ["--llama-cpp-k-values", join(config.llama_cpp_ks)]
     argv += ["--decode-forwards", str(config.decode_forwards), "--decode-repeats", str(config.decode_repeats)]
     return argv

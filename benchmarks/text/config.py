@@ -6,16 +6,17 @@ import math
 from dataclasses import dataclass
 
 from benchmarks.text.llama_cpp import LLAMA_MODES
+from benchmarks.text.openvino_peer import OPENVINO_MODES
 from specvideo.core.schedule import SCHEDULES
 from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
 from specvideo.text.precision import DTYPES
 
 FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
 # llama.cpp's server on the same GGUF files (scripts/build_llama_cpp.sh builds it; asked for by name)
-PEER_FAMILIES = ("llama-cpp",)
+PEER_FAMILIES = ("llama-cpp", "openvino")  # openvino: OpenVINO GenAI on int4 exports (scripts/build_openvino_peer.sh)
 HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
 WORKLOADS = ("code", "chat", "fim")  # fim: fill-in-the-middle, for a model with FIM tokens (the code pair)
-SPLITS = ("tuning", "heldout")
+SPLITS = ("tuning", "heldout", "test")  # test: third-party sources no choice has read (fim, chat)
 # how our loop runs the target's forwards: LeanLlama ("lean": invariant in bf16, specvideo.text.invariant)
 # or on oneDNN pre-packed weights ("packed", float32 only)
 # or on LeanLlama with weight-only int8 / int4 projections ("int8", "int4": invariant, specvideo.text.quant),
@@ -107,6 +108,9 @@ class BenchTextConfig:
     # every k of llama_cpp_ks (benchmarks.text.llama_cpp)
     llama_cpp_modes: tuple[str, ...] = ("plain", "ngram")
     llama_cpp_ks: tuple[int, ...] = (3,)
+    # openvino (in methods, the code pair only): its plain generation, prompt lookup and 0.5B draft,
+    # each speculative mode at every k of llama_cpp_ks (benchmarks.text.openvino_peer)
+    openvino_modes: tuple[str, ...] = ("plain", "lookup")
     repeats: int = 3  # medians over repeats with their spread
     # the decode-cost table: forwards timed per entry and repeats (a 1.5B target: fewer, ~1 s each)
     decode_forwards: int = 32
@@ -122,7 +126,7 @@ class BenchTextConfig:
         for name in (
             "workloads", "drafters", "schedules", "ks", "assistant_ks", "assistant_schedules",
             "lookup_ks", "ngram_ks", "verifiers", "temperatures", "methods", "sampled_methods", "tree_shapes",
-            "llama_cpp_modes", "llama_cpp_ks",
+            "llama_cpp_modes", "llama_cpp_ks", "openvino_modes",
         ):  # tuples, no repeats
             object.__setattr__(self, name, tuple(dict.fromkeys(getattr(self, name))))
         if not isinstance(self.num_prompts, int) or isinstance(self.num_prompts, bool) or self.num_prompts < 0:
@@ -138,6 +142,7 @@ class BenchTextConfig:
         _choose("method", self.methods, FAMILIES + PEER_FAMILIES, allow_empty=False)
         _choose("method", self.sampled_methods, FAMILIES + PEER_FAMILIES, allow_empty=True)
         _choose("llama.cpp mode", self.llama_cpp_modes, LLAMA_MODES, allow_empty=False)
+        _choose("OpenVINO mode", self.openvino_modes, OPENVINO_MODES, allow_empty=False)
         for k in self.llama_cpp_ks:
             check_positive_int("k", k)
         _choose("schedule", self.schedules, SCHEDULES, allow_empty=False)

@@ -115,6 +115,8 @@ def build_methods(
             continue
         if family == "llama-cpp":
             methods += llama_cpp_methods(config)
+        if family == "openvino":
+            methods += openvino_methods(config)
         if family == "hf-target":
             methods.append(Method("hf-target", family, hf()))
         elif family == "ours-target":
@@ -181,6 +183,22 @@ def llama_cpp_methods(config: BenchTextConfig) -> list[Method]:
             server = LlamaServer(target_gguf, mode_args(mode, draft_gguf, k or 1), threads, context=4096)
             run = llama_runner(server, config.max_new_tokens, config.top_p)
             methods.append(Method(name, "llama-cpp", run, None if k is None else mode, None, k, close=server.close))
+    return methods
+
+
+def openvino_methods(config: BenchTextConfig) -> list[Method]:
+    """One OpenVINO GenAI worker per mode (and k) on the code pair's int4 exports."""
+    from benchmarks.text.openvino_peer import OpenVINOWorker, openvino_runner
+
+    if config.pair != "qwen-coder":
+        raise ValueError("OpenVINO rows run the code pair's int4 exports: pass --pair qwen-coder")
+    methods = []
+    for mode in config.openvino_modes:
+        for k in (None,) if mode == "plain" else config.llama_cpp_ks:
+            worker = OpenVINOWorker(mode, k or 1, torch.get_num_threads())
+            name = "openvino" if k is None else f"openvino-{mode}-k{k}"
+            run = openvino_runner(worker, config.max_new_tokens, config.top_p)
+            methods.append(Method(name, "openvino", run, None if k is None else mode, None, k, close=worker.close))
     return methods
 
 

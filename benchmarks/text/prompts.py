@@ -1,4 +1,5 @@
-"""The benchmark's prompts: two workloads, each with a tuning and a held-out split.
+"""The benchmark's prompts: two workloads, each with a tuning and a held-out split (fim and chat a
+test split too, from third-party packages: ``benchmarks.text.fim``).
 
 code: completing functions of the held-out stdlib modules (``recipes.corpus``), which
 no model of this project was trained on; even candidates are the tuning split, odd ones held out.
@@ -50,6 +51,10 @@ CHAT_HELDOUT = (
 def chat_prompts(split: str = "heldout", n: int = 0) -> list[BenchPrompt]:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if split == "test":  # third-party requests (fim.docstring_requests)
+        from benchmarks.text.fim import docstring_requests
+
+        return [BenchPrompt(p.text, f"chat-test {p.source}", "chat") for p in docstring_requests(n)]
     texts = CHAT_TUNING if split == "tuning" else CHAT_HELDOUT
     prompts = [BenchPrompt(t, f"chat-{split} {i}", "chat") for i, t in enumerate(texts)]
     return evenly_spaced(prompts, n)
@@ -74,9 +79,11 @@ def code_prompts(split: str = "heldout", n: int = 0, root: Path | None = None) -
     """Code-completion prompts of one split: the functions of the held-out stdlib modules (never
     trained on), alternating between the tuning split (even candidates) and the held-out split
     (odd ones), ``n`` of them evenly spaced (0 = all)."""
-    candidates = function_candidates(root)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if split == "test":
+        raise ValueError("the code workload has no test split: its prompts are the held-out stdlib modules (use fim or chat)")
+    candidates = function_candidates(root)
     part = candidates[0::2] if split == "tuning" else candidates[1::2]
     return evenly_spaced(part, n)
 

@@ -11,11 +11,15 @@ from benchmarks.report import atomic_write, command_block, fmt_load, replace_sec
 from benchmarks.text.config import TARGETS
 from benchmarks.text.results import BenchResults, MethodResult, best_row, check_targets
 
-PLOT_NAMES = {"heldout": "text_speedup_vs_k.png", "tuning": "text_tuning_speedup_vs_k.png"}
-SECTIONS = {"heldout": "## Text", "tuning": "## Text: tuning split"}
+PLOT_NAMES = {"heldout": "text_speedup_vs_k.png", "tuning": "text_tuning_speedup_vs_k.png", "test": "text_test_speedup_vs_k.png"}
+SECTIONS = {"heldout": "## Text", "tuning": "## Text: tuning split", "test": "## Text: test split"}
 # a named pair reports into sections of its own, beside the default pair's
 PAIR_SECTIONS = {
-    "qwen-coder": {"heldout": "## Text, code pair (Qwen2.5-Coder-1.5B)", "tuning": "## Text, code pair: tuning split"}
+    "qwen-coder": {
+        "heldout": "## Text, code pair (Qwen2.5-Coder-1.5B)",
+        "tuning": "## Text, code pair: tuning split",
+        "test": "## Text, code pair: test split",
+    }
 }
 PAIR_PLOTS = {"qwen-coder": "text_code_pair_"}
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from benchmarks.measure import median_ratio, spread
-from benchmarks.text.config import TARGETS
+from benchmarks.text.config import PEER_FAMILIES, TARGETS
 from benchmarks.text.prompts import BenchPrompt
 
 
@@ -123,10 +123,10 @@ def aggregate(method, workload: str, temperature: float, records) -> MethodResul
         kept = [sum(s.position_accepted[i] for s in stats if i < len(s.position_accepted)) for i in range(depth)]
         row.position_acceptance = [a / d for a, d in zip(kept, seen) if d] or None
         row.round_ms = round_split(stats)
-    if temperature == 0 and hf is not None and method.family != "llama-cpp":  # llama.cpp: quantized weights
+    if temperature == 0 and hf is not None and method.family not in PEER_FAMILIES:  # peers: their own quantized weights
         row.exact_match = statistics.fmean(float(a == b) for a, b in zip(tokens, hf["tokens"]))
     loop = our_target_record(records, workload, method.name, temperature)
-    if temperature == 0 and loop is not None and method.family != "llama-cpp":
+    if temperature == 0 and loop is not None and method.family not in PEER_FAMILIES:
         row.exact_vs_loop = statistics.fmean(float(a == b) for a, b in zip(tokens, loop["tokens"]))
     return row
 

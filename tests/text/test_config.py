@@ -44,10 +44,12 @@ def test_an_unknown_setting_is_named():
 
 
 def test_the_registry_says_what_each_drafter_needs():
-    from specvideo.text.config import HEAD_DRAFTERS, MODEL_DRAFTERS, NO_MODEL_DRAFTERS, TREE_DRAFTERS
+    from specvideo.text.config import HEAD_DRAFTERS, MODEL_DRAFTERS, NO_MODEL_DRAFTERS, SELF_DRAFTERS, TREE_DRAFTERS
 
     assert set(HEAD_DRAFTERS) == {"head", "head-tree", "head-hybrid", "head-hybrid-tree"}
-    assert set(NO_MODEL_DRAFTERS) == {"ngram", "ngram-tree", "none"}
+    # the self drafters load no second model: they draft with a quantised copy of the target
+    assert set(NO_MODEL_DRAFTERS) == {"ngram", "ngram-tree", "none", "self", "self-hybrid"}
+    assert set(SELF_DRAFTERS) == {"self", "self-hybrid"} and all(DRAFTER_SPECS[n].copy == "int4" for n in SELF_DRAFTERS)
     assert set(MODEL_DRAFTERS) | set(NO_MODEL_DRAFTERS) == set(DRAFTER_SPECS)
     assert set(TREE_DRAFTERS) == {"tree", "ngram-tree", "head-tree", "head-hybrid-tree"}
     for spec in DRAFTER_SPECS.values():  # a tree drafter names the chain a batch drafts with
