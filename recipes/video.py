@@ -34,8 +34,8 @@ from specvideo.video.data import (
     TRAIN_ONLY_VIDEOS,
     TRAIN_SEEDS,
     RealClips,
-    heldout_real,
-    heldout_synthetic,
+    split_real,
+    split_synthetic,
     moving_shapes,
 )
 from specvideo.video.drafters import FramePredictor, LearnedDrafter
@@ -105,9 +105,9 @@ class ClipBatches:
 def eval_clips(cfg: VideoTrainConfig, num_frames: int) -> torch.Tensor:
     """The fixed evaluation clips: tuning-split synthetic seeds and real crops, (N, F, 3, H, W)."""
     n = cfg.eval_sequences
-    clips = heldout_synthetic(n, num_frames, cfg.size, split="tuning")
+    clips = split_synthetic(n, num_frames, cfg.size, split="tuning")
     if cfg.real_fraction > 0:
-        clips += heldout_real(n, num_frames, cfg.size, split="tuning")
+        clips += split_real(n, num_frames, cfg.size, split="tuning")
     return torch.stack([frames_to_tensor(c) for c in clips])
 
 
@@ -223,9 +223,9 @@ def train_drafter(cfg: VideoTrainConfig) -> dict:
         drafts = LearnedDrafter(model).propose(clips_eval[:, :P], u)  # (N, u, 3, H, W)
         truth = clips_eval[:, P:]
         return {
-            "heldout_loss": round(unrolled_l1(model, clips_eval).item(), 5),
-            "heldout_ssim_1": round(ssim(drafts[:, 0], truth[:, 0], data_range=2.0).mean().item(), 4),
-            "heldout_ssim_copy_1": round(
+            "tuning_loss": round(unrolled_l1(model, clips_eval).item(), 5),
+            "tuning_ssim_1": round(ssim(drafts[:, 0], truth[:, 0], data_range=2.0).mean().item(), 4),
+            "tuning_ssim_copy_1": round(
                 ssim(clips_eval[:, P - 1], truth[:, 0], data_range=2.0).mean().item(), 4
             ),
         }
@@ -243,12 +243,18 @@ def _ema_copy(model: UNet2DModel, ema: EMAModel) -> UNet2DModel:
 
 
 def export(
-    cfg: VideoTrainConfig, drafter: str = "flow", context_noise_level: int = 0, sampler: str = "ddim"
+    cfg: VideoTrainConfig,
+    drafter: str = "flow",
+    context_noise_level: int = 0,
+    sampler: str = "ddim",
+    prediction: str = "x0",
+    check_hint: bool = True,
 ) -> Path:
     """Assemble models/video from the sampler stage's EMA UNet (``<work>/sampler/ema_unet``) and the
     learned drafter (``<work>/drafter/model``, when trained): fp16 weights, default drafter
-    ``drafter``, the sampler ("ddim" or "ddpm"), the context noise level t_c, and samples.png
-    (held-out examples with the pipeline's current defaults; none when ``cfg.grid_frames`` is 0)."""
+    ``drafter``, the sampler ("ddim" or "ddpm"), the context noise level t_c, what the UNet predicts
+    ("x0": hint + UNet, "v": v-prediction), whether the check sees the hint, and samples.png
+    (validation examples with the pipeline's current defaults; none when ``cfg.grid_frames`` is 0)."""
     from specvideo.video.pipeline import SpeculativeVideoPipeline
     from specvideo.video.verifier import make_scheduler
 
@@ -258,8 +264,14 @@ def export(
     unet = UNet2DModel.from_pretrained(work / "sampler" / "ema_unet").half()
     learned = work / "drafter" / "model"
     predictor = FramePredictor.from_pretrained(learned).half() if learned.is_dir() else None
+    kind = {"x0": "sample", "v": "v_prediction"}[prediction]
     verifier = DiffusionVerifier(
-        unet, make_scheduler(sampler), hint=cfg.hint, residual=True, context_noise_level=context_noise_level
+        unet,
+        make_scheduler(sampler, kind),
+        hint=cfg.hint,
+        residual=prediction == "x0",
+        context_noise_level=context_noise_level,
+        check_hint=check_hint,
     )
     pipe = SpeculativeVideoPipeline(verifier, LearnedDrafter(predictor) if predictor else None)
     pipe.save_pretrained(cfg.out, default_drafter=drafter)

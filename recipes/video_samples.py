@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 import torch
 
-from specvideo.video.data import heldout_synthetic
+from specvideo.video.data import split_synthetic
 from specvideo.video.drafters import make_drafter
 from specvideo.video.real import evaluation_frames
 
@@ -24,8 +24,8 @@ LABEL_WIDTH, GAP = 130, 2
 
 def sample_clips(P: int, num_frames: int) -> list[np.ndarray]:
     """2 synthetic and (where the held-out split has them) 2 real clips of P + num_frames frames."""
-    clips = heldout_synthetic(2, P + num_frames, 64)
-    real = evaluation_frames("heldout", P + num_frames, max_side=128)
+    clips = split_synthetic(2, P + num_frames, 64)
+    real = evaluation_frames("validation", P + num_frames, max_side=128)
     return clips + [r.frames for r in real[:2]]
 
 

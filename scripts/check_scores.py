@@ -53,7 +53,7 @@ def candidates(verifier, windows, drafts, target, generator) -> dict[str, list[f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", default="tuning", choices=("tuning", "heldout"))
+    parser.add_argument("--split", default="tuning", choices=("tuning", "validation"))
     parser.add_argument("--threshold", type=float, default=0.9)
     parser.add_argument("--num-synthetic", type=int, default=8)
     parser.add_argument("--num-real", type=int, default=4)

@@ -20,17 +20,22 @@ def add(kinds) -> None:
         "video",
         help="speculative video against target-only at several N, draft-only, refine-all and first-frame routing",
         description="Every method on the same clips and seeds in one process; a tau x s sweep per drafter. "
-        "Choose settings with --split tuning, check them with --split heldout (the validation split), "
+        "Choose settings with --split tuning, check them with --split validation (heldout in older reports), "
         "report them once with --split test.",
     )
     v.add_argument(
         "--model", metavar="DIR", default=d.model, help="pipeline directory (default: models/video)"
     )
     v.add_argument(
-        "--split", default=d.split, choices=SPLITS, help="which evaluation split the clips come from"
+        "--split", default=d.split, choices=SPLITS + ("heldout",), help="which evaluation split the clips come from (heldout: validation's old name)"
     )
     v.add_argument("--num-synthetic", metavar="N", type=int, default=d.num_synthetic, help="synthetic clips")
     v.add_argument("--num-real", metavar="N", type=int, default=d.num_real, help="real clips (0: none)")
+    v.add_argument(
+        "--windows", choices=("consecutive", "moving"), default=d.windows,
+        help="real windows: consecutive (round-robin over the clips) or moving (per clip, the windows of most motion)",
+    )
+    v.add_argument("--windows-per-clip", metavar="M", type=int, default=d.windows_per_clip, help="moving windows per clip")
     v.add_argument(
         "--num-frames", metavar="N", type=int, default=d.num_frames, help="frames generated per clip"
     )
@@ -103,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         split=args.split,
         num_synthetic=args.num_synthetic,
         num_real=args.num_real,
+        windows=args.windows,
+        windows_per_clip=args.windows_per_clip,
         num_frames=args.num_frames,
         num_seeds=args.num_seeds,
         synthetic_size=args.synthetic_size,
@@ -139,6 +146,8 @@ def argv_of(c) -> list[str]:
         argv += ["--clips", *c.clips]
     else:
         argv += ["--split", c.split, "--num-synthetic", str(c.num_synthetic), "--num-real", str(c.num_real)]
+        if c.windows != "consecutive":
+            argv += ["--windows", c.windows, "--windows-per-clip", str(c.windows_per_clip)]
     argv += ["--num-frames", str(c.num_frames), "--num-seeds", str(c.num_seeds)]
     argv += ["--synthetic-size", str(c.synthetic_size), "--max-side", str(c.max_side)]
     argv += ["--drafters", ",".join(c.drafters)]

@@ -28,10 +28,10 @@ KEEP_QUALITY = 0.98  # the default keeps this share of the reference target's SS
 WALL_SPEEDUP, PASS_SPEEDUP = 1.5, 3.0
 MIN_AUC, MIN_SPEARMAN = 0.8, 0.4
 ACCEPTANCE_RANGE = (0.3, 0.97)
-SECTION = {"heldout": "## Video", "tuning": "## Video: tuning split", "test": "## Video: test split"}
-PLOT = {"heldout": "video_pareto.png", "tuning": "video_pareto_tuning.png", "test": "video_pareto_test.png"}
+SECTION = {"validation": "## Video", "tuning": "## Video: tuning split", "test": "## Video: test split"}
+PLOT = {"validation": "video_pareto.png", "tuning": "video_pareto_tuning.png", "test": "video_pareto_test.png"}
 REALISM_PLOT = {
-    "heldout": "video_realism.png",
+    "validation": "video_realism.png",
     "tuning": "video_realism_tuning.png",
     "test": "video_realism_test.png",
 }
@@ -212,7 +212,7 @@ def write_report(
     """Write (or replace) this split's section of the report, and its Pareto plot next to it."""
     from benchmarks.video.plot import plot_pareto
 
-    split = results.settings.get("split", "heldout")
+    split = results.settings.get("split", "validation")
     path = Path(path)
     plot = plot_pareto(results, path.parent / PLOT[split])
     realism = plot_pareto(results, path.parent / REALISM_PLOT[split], realism=True)
@@ -227,7 +227,7 @@ def write_report(
 def video_section(
     results: BenchVideoResults, command: str, plot_link: str, realism_link: str | None = None
 ) -> str:
-    split = results.settings.get("split", "heldout")
+    split = results.settings.get("split", "validation")
     lines = [*command_block(SECTION[split], command), *_notes(results), ""]
     lines += ["Judged as generative video (KID and sharpness with their spread over seeds, best-of-K):", ""]
     for w in results.workloads:
@@ -313,10 +313,10 @@ def _more_m(settings: dict) -> str:
 def _notes(results: BenchVideoResults) -> list[str]:
     m, s, e = results.machine, results.settings, results.estimate
     d = s["default_setting"]
-    split = s.get("split", "heldout")
+    split = s.get("split", "validation")
     seeds = SPLIT_SEEDS[split]
     frames = {
-        "heldout": "whole frames 85–100 % of every real clip (training used frames 0–70 % and other seeds)",
+        "validation": "whole frames 85–100 % of every real clip (training used frames 0–70 % and other seeds)",
         "tuning": "whole frames 70–85 % of every real clip (training used frames 0–70 % and other seeds)",
         "test": "the test split's own clips, whole (footage nothing trained, tuned or validated on)",
     }[split]
@@ -332,7 +332,7 @@ def _notes(results: BenchVideoResults) -> list[str]:
         f"- Split **{split}**: {workloads} clips; synthetic: seeds {seeds.start}.., {s['synthetic_size']} px square; "
         f"real: {frames}, longer side {s['max_side']} px, consecutive windows taken round-robin over the clips. "
         f"Each clip is {s['context_frames'] + 1} context frames (the last {s['context_frames']} condition the "
-        "model; the one before them conditions the typicality check's reference frame) then {s['num_frames']} generated frames; every stochastic method runs {s['num_seeds']} seeds "
+        f"model; the one before them conditions the typicality check's reference frame) then {s['num_frames']} generated frames; every stochastic method runs {s['num_seeds']} seeds "
         f"per clip (seed k of clip i: {s['seed']} + i + 100003 k, the same for every method; the drafters alone run once); "
         "times and per-draft figures come from seed 0.",
         f"- Target-only at N ∈ {{{', '.join(map(str, s['target_steps']))}}}; the reference target is the cheapest N "

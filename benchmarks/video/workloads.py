@@ -3,9 +3,15 @@
 A clip is P context frames and the ``num_frames`` ground-truth frames after them, at its own
 resolution (the pipeline generates at the context's size). Synthetic: moving-shapes sequences of the
 split's seed range, ``synthetic_size`` pixels square; real: whole frames of the split's part of every
-real clip (``specvideo.video.real``: tuning 70-85 %, held-out 85-100 % of each clip's frames; training
-saw only the first 70 %), downscaled to a longer side of ``max_side``, cut into consecutive windows
-and taken round-robin over the clips.
+real clip (``specvideo.video.real``: tuning 70-85 %, validation 85-100 % of each clip's frames;
+training saw only the first 70 %; the test split's clips whole), downscaled to a longer side of
+``max_side``, cut into consecutive windows and taken round-robin over the clips.
+
+``windows="moving"`` picks windows that move instead, by a rule fixed before any result was read
+(#47): every window start on a grid of a quarter window's length is a candidate; its motion is the
+median over its frame pairs of the mean optical-flow speed (OpenCV DIS, pixels per frame at the
+working size); per clip the ``windows_per_clip`` non-overlapping candidates of most motion are kept
+(greedy, fastest first), then taken round-robin over the clips, the fastest of each first.
 """
 
 from __future__ import annotations
@@ -14,15 +20,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import cv2
 import numpy as np
 import torch
 
 from benchmarks.video.config import BenchVideoConfig
-from specvideo.video.data import HELDOUT_SEEDS, TEST_SEEDS, TUNING_SEEDS, heldout_synthetic
+from specvideo.video.data import VALIDATION_SEEDS, TEST_SEEDS, TUNING_SEEDS, split_synthetic
 from specvideo.video.io import frames_to_tensor, read_video, short_warning
 from specvideo.video.real import RealVideo, load_real_videos
 
-SPLIT_SEEDS = {"tuning": TUNING_SEEDS, "heldout": HELDOUT_SEEDS, "test": TEST_SEEDS}
+SPLIT_SEEDS = {"tuning": TUNING_SEEDS, "validation": VALIDATION_SEEDS, "test": TEST_SEEDS}
 
 
 def _read_clip(path: str, max_side: int) -> RealVideo:
@@ -55,11 +62,12 @@ def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip
     workloads = {}
     if config.num_synthetic:
         seeds = SPLIT_SEEDS[config.split]
-        synthetic = heldout_synthetic(config.num_synthetic, total, config.synthetic_size, split=config.split)
+        synthetic = split_synthetic(config.num_synthetic, total, config.synthetic_size, split=config.split)
         workloads["synthetic"] = [_clip(f"seed {seeds[i]}", v, P) for i, v in enumerate(synthetic)]
     if config.num_real:
         videos = load_real_videos(config.split, config.max_side, train_only=False)
-        per_video = [_windows(v, P, total) for v in videos]
+        window = _moving_windows if config.windows == "moving" else _windows
+        per_video = [window(v, P, total, config.windows_per_clip) for v in videos]
         rounds = [
             c
             for i in range(max(map(len, per_video), default=0))
@@ -73,12 +81,34 @@ def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip
     return workloads
 
 
-def _windows(video: RealVideo, P: int, total: int) -> list[BenchClip]:
+def _windows(video: RealVideo, P: int, total: int, _: int = 0) -> list[BenchClip]:
     frames = video.frames
     return [
         _clip(f"{video.name} [{i * total}:{(i + 1) * total}]", frames[i * total : (i + 1) * total], P)
         for i in range(len(frames) // total)
     ]
+
+
+def _moving_windows(video: RealVideo, P: int, total: int, per_clip: int) -> list[BenchClip]:
+    """The clip's ``per_clip`` non-overlapping windows of most motion, fastest first (the rule above)."""
+    frames, stride = video.frames, max(1, total // 4)
+    speed = frame_speeds(frames)  # (F - 1,) pixels per frame between frames i and i + 1
+    starts = range(0, len(frames) - total + 1, stride)
+    motion = {s: float(np.median(speed[s : s + total - 1])) for s in starts}
+    chosen: list[int] = []
+    for s in sorted(motion, key=lambda s: (-motion[s], s)):
+        if len(chosen) < per_clip and all(abs(s - c) >= total for c in chosen):
+            chosen.append(s)
+    return [
+        _clip(f"{video.name} [{s}:{s + total}] {motion[s]:.2f} px/frame", frames[s : s + total], P) for s in chosen
+    ]
+
+
+def frame_speeds(frames: np.ndarray) -> np.ndarray:
+    """(F, H, W, 3) uint8 -> (F - 1,) mean optical-flow speed between consecutive frames (DIS)."""
+    dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
+    gray = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in frames]
+    return np.array([np.linalg.norm(dis.calc(a, b, None), axis=-1).mean() for a, b in zip(gray, gray[1:])])
 
 
 def _clip(name: str, frames: np.ndarray, P: int) -> BenchClip:

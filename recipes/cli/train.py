@@ -163,6 +163,17 @@ def _add_train_video(kinds) -> None:
         help="t_c the context frames are noised to (a sampler-stage UNet only; chosen on the tuning split)",
     )
     e.add_argument(
+        "--prediction",
+        choices=("x0", "v"),
+        default="x0",
+        help="what the sampler stage's UNet predicts (its --prediction): x0 = hint + UNet, or v",
+    )
+    e.add_argument(
+        "--check-hint-free",
+        action="store_true",
+        help="the check zeroes the hint's channels (a v UNet trained with --hint-dropout)",
+    )
+    e.add_argument(
         "--grid-frames",
         type=int,
         default=d.grid_frames,
@@ -210,6 +221,15 @@ def _add_train_sampler(kinds) -> None:
         default=d.eval_rollout,
         help="frames of the drift evaluation's rollout (0 = none)",
     )
+    v.add_argument(
+        "--prediction",
+        choices=("x0", "v"),
+        default=d.prediction,
+        help="x0: x0 = hint + UNet (the shipped residual); v: v-prediction, nothing anchored on the hint",
+    )
+    v.add_argument(
+        "--hint-dropout", type=float, default=d.hint_dropout, help="share of samples with the hint zeroed"
+    )
     v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
     v.add_argument("--eval-every", type=int, default=d.eval_every)
     v.add_argument("--threads", type=int, default=d.threads, help="torch threads (0 = torch's default)")
@@ -239,13 +259,18 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         ("--rollout-share", args.rollout_share, 0 <= args.rollout_share <= 1),
         ("--rollout-frames", args.rollout_frames, args.rollout_frames >= 1),
         ("--eval-rollout", args.eval_rollout, args.eval_rollout >= 0),
+        ("--hint-dropout", args.hint_dropout, 0 <= args.hint_dropout <= 1),
     )
+    if args.prediction != "x0" and (args.rollout_share or args.eval_rollout):
+        raise ValueError("--rollout-share and --eval-rollout sample with the residual x0 model: use them with --prediction x0")
     cfg = replace(
         SamplerConfig(),
         **{k: getattr(args, k) for k in ("work", "init", "resume_from", "steps", "lr", "min_lr_ratio")},
         context_noise_max=args.context_noise_max,
         pixels_per_batch=args.pixels_per_batch,
         **{k: getattr(args, k) for k in ("rollout_share", "rollout_frames", "eval_rollout")},
+        prediction=args.prediction,
+        hint_dropout=args.hint_dropout,
         **{k: getattr(args, k) for k in ("max_minutes", "eval_every", "threads", "seed", "device")},
     )
     if args.write_resume_point:
@@ -265,7 +290,9 @@ def _run_train_video(args: argparse.Namespace) -> int:
         if args.grid_frames < 0:
             raise ValueError(f"--grid-frames must be >= 0, got {args.grid_frames}")
         cfg = replace(cfg, out=args.out, grid_frames=args.grid_frames)
-        out = video.export(cfg, args.drafter, args.context_noise_level, args.sampler)
+        out = video.export(
+            cfg, args.drafter, args.context_noise_level, args.sampler, args.prediction, not args.check_hint_free
+        )
         print(f"wrote {out}")
         return 0
     _check_knobs(args)

@@ -25,7 +25,7 @@ from specvideo.errors import one_line
 from specvideo.paths import shipped
 from specvideo.video import DRAFTERS, METRICS, VideoClip, make_drafter, probe_video, read_video, write_video
 from specvideo.video.config import VIDEO_DEFAULTS, VideoConfig
-from specvideo.video.data import HELDOUT_SEEDS, moving_shapes, sample_video_paths
+from specvideo.video.data import VALIDATION_SEEDS, moving_shapes, sample_video_paths
 from specvideo.video.drafters import FrameDrafter
 from specvideo.video.io import frames_to_tensor, short_warning
 from specvideo.video.metrics import psnr
@@ -36,7 +36,7 @@ from specvideo.video.sidebyside import GREEN, RED, side_by_side
 D = VIDEO_DEFAULTS
 SYNTHETIC = "moving shapes (synthetic)"
 SYNTHETIC_FRAMES, SYNTHETIC_SIZE = 16, 64
-SYNTHETIC_SEED = HELDOUT_SEEDS[0]  # a sequence no training run has seen
+SYNTHETIC_SEED = VALIDATION_SEEDS[0]  # a sequence no training run has seen
 
 
 def example_names() -> list[str]:

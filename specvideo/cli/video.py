@@ -97,7 +97,7 @@ def settings(args) -> VideoConfig:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from specvideo.video.data import HELDOUT_SEEDS, moving_shapes
+    from specvideo.video.data import VALIDATION_SEEDS, moving_shapes
     from specvideo.video.io import VideoClip, read_context, short_warning, write_video
     from specvideo.video.pipeline import SpeculativeVideoPipeline
     from specvideo.video.sidebyside import side_by_side
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     )
     P = pipe.verifier.num_context_frames
     if args.demo:
-        context = moving_shapes(HELDOUT_SEEDS[args.seed], P, min(args.max_side, DEMO_SIZE))
+        context = moving_shapes(VALIDATION_SEEDS[args.seed], P, min(args.max_side, DEMO_SIZE))
         clip = VideoClip(context, VIDEO_DEFAULTS.fps)
     else:
         # Only the last P + 1 frames are kept (P condition the model, the one before them the

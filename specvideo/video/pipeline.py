@@ -188,7 +188,7 @@ class SpeculativeVideoPipeline:
             levels=c.check_levels,
         )
         verifier = VideoVerifier(self.verifier, rows, round_settings, stats)
-        drafter = VideoDrafter(None if mode == "target" else self.drafter, rows)
+        drafter = VideoDrafter(None if mode == "target" else self.drafter, rows, from_anchor=mode == "speculative")
         bar = tqdm(total=num_frames * len(rows), desc=f"specvideo {mode}", disable=not progress, leave=False)
         for step in speculate(
             drafter, verifier, lambda d, s: threshold_accept(s, tau, d.lengths), rule, stats
@@ -263,6 +263,7 @@ class SpeculativeVideoPipeline:
                 "hint": self.verifier.hint,
                 "residual": self.verifier.residual,
                 "context_noise_level": self.verifier.context_noise_level,
+                "check_hint": self.verifier.check_hint,
             }
             (tmp / "model_index.json").write_text(json.dumps(index, indent=2))
 
@@ -306,6 +307,7 @@ class SpeculativeVideoPipeline:
                 index.get("hint"),
                 bool(index.get("residual")),
                 index.get("context_noise_level", 0),
+                index.get("check_hint", True),
             ),
         )
         pipe = cls(verifier, _load_drafter(path / "drafter", drafter))

@@ -131,9 +131,9 @@ class NativeClips:
 def evaluation_frames(
     split: str, num_frames: int, max_side: int, opencv: bool | None = None
 ) -> list[RealVideo]:
-    """Whole-frame evaluation clips of ``split`` ("tuning" or "heldout"): the first ``num_frames``
+    """Whole-frame evaluation clips of ``split`` ("tuning" or "validation"): the first ``num_frames``
     frames of each source's split, longer side ``max_side``; sources too short are left out."""
-    if split not in ("tuning", "heldout"):
-        raise ValueError(f"evaluation split must be 'tuning' or 'heldout', got {split!r}")
+    if split not in ("tuning", "validation"):
+        raise ValueError(f"evaluation split must be 'tuning' or 'validation', got {split!r}")
     videos = load_real_videos(split, max_side, opencv, train_only=False)
     return [RealVideo(v.name, v.frames[:num_frames]) for v in videos if v.frames.shape[0] >= num_frames]

@@ -1,12 +1,17 @@
 """Adapters that put frame drafters and the diffusion verifier on the shared core loop.
 
 A speculative video round (docs/ARCHITECTURE.md §4), for B videos at once: the drafter proposes
-d_1..d_k for every row from its accepted frames; the verifier refines all drafts of all rows in one
-batch, each conditioned on its row's accepted frames plus the drafts before it;
-``threshold_accept`` keeps each row's longest prefix with similarity >= tau; ``correct``
-regenerates every row's first rejected frame from noise with the full sampler (one batch over the
-rows that need it); the refined accepted frames and the regenerated one are committed, the other
-drafts discarded. Rows finish independently; a finished row drafts nothing and costs nothing.
+d_1..d_k for every row from its last real or target-sampled frame (the window ending there, with
+the motion accumulated over the drafts accepted since: ``FrameHistory.anchor``); the verifier checks all drafts of all rows in one
+batch, each conditioned on its row's frames plus the drafts before it. The default check
+(``metric="typicality"``) noises each draft to the check's levels and compares the target's
+denoising error on it with its error on the row's last real frame (``typicality``): a draft is kept
+as drafted. The refine checks ("ssim", "psnr") re-noise each draft to strength s and denoise it in
+m steps, compare draft and refinement, and keep the refinement. ``threshold_accept`` keeps each
+row's longest prefix with a score >= tau; ``correct`` regenerates every row's first rejected frame
+from noise with the full sampler (one batch over the rows that need it); the accepted frames and
+the regenerated one are committed, the other drafts discarded. Rows finish independently; a
+finished row drafts nothing and costs nothing.
 """
 
 from __future__ import annotations
@@ -110,12 +115,21 @@ class FrameNoise:
 
 
 class FrameHistory:
-    """Context frames then emitted frames, (3, H, W) each; the verifier conditions on the last P."""
+    """Context frames then emitted frames, (3, H, W) each; the verifier conditions on the last P.
+    ``drafted[i]``: frame i is an accepted draft (not real footage, not a frame the target sampled)."""
 
     def __init__(self, context: torch.Tensor, num_context_frames: int):
         self.frames = list(context)
         self.num_context = len(self.frames)
         self.P = num_context_frames
+        self.drafted = [False] * len(self.frames)
+
+    def anchor(self) -> tuple[torch.Tensor, int]:
+        """The window (P, 3, H, W) ending at the last real or target-sampled frame, and how many
+        accepted drafts follow it: the next round drafts from there with the accumulated motion,
+        not from its own drafts (a drift of the drafter would otherwise compound unseen)."""
+        last = max(i for i, drafted in enumerate(self.drafted) if not drafted)
+        return torch.stack(self.frames[: last + 1][-self.P :]), len(self.frames) - 1 - last
 
     @property
     def emitted(self) -> int:
@@ -157,10 +171,12 @@ class VideoRows:
 
 
 class VideoDrafter:
-    """Core adapter over a FrameDrafter: drafts k frames for every active row in one call."""
+    """Core adapter over a FrameDrafter: drafts k frames for every active row, one call per
+    distance from the rows' anchors. ``from_anchor`` (speculative mode): from each row's last real or
+    target-sampled frame (``FrameHistory.anchor``); else (draft mode) from its last P frames."""
 
-    def __init__(self, drafter: FrameDrafter | None, rows: VideoRows):
-        self.drafter, self.rows, self.calls = drafter, rows, 0
+    def __init__(self, drafter: FrameDrafter | None, rows: VideoRows, from_anchor: bool = True):
+        self.drafter, self.rows, self.calls, self.from_anchor = drafter, rows, 0, from_anchor
 
     def propose(self, k: int, keep_drafting) -> Draft:
         frame = self.rows.histories[0].frames[0]
@@ -168,9 +184,13 @@ class VideoDrafter:
         if k == 0 or self.drafter is None or not active:
             empty = torch.zeros(B, 0, *frame.shape, device=frame.device)
             return Draft(items=empty, lengths=torch.zeros(B, dtype=torch.long))
-        windows = torch.stack([self.rows.histories[b].window() for b in active])  # (B', P, 3, H, W)
         items = torch.zeros(B, k, *frame.shape, device=frame.device)  # (B, k, 3, H, W)
-        items[active] = self.drafter.propose(windows, k).to(items)
+        histories = [self.rows.histories[b] for b in active]
+        anchors = [h.anchor() if self.from_anchor else (h.window(), 0) for h in histories]  # (window, since)
+        for skip in sorted({s for _, s in anchors}):  # one call per distance from the anchor
+            rows = [i for i, (_, s) in enumerate(anchors) if s == skip]
+            windows = torch.stack([anchors[i][0] for i in rows])  # (b, P, 3, H, W)
+            items[[active[i] for i in rows]] = self.drafter.propose(windows, k, skip).to(items)
         self.calls += k * len(active)
         return Draft(items=items, lengths=self.rows.lengths(k))
 
@@ -347,6 +367,8 @@ class VideoVerifier:
         scores = verdict.scores[b, :n].tolist() if verdict.scores is not None and self.settings.refine else []
         new = self._refined[b][:j] + ([self._corrections[b]] if b in self._corrections else [])
         new = new[: self.rows.remaining(b)]
+        # the typicality check and draft mode keep the drafts; the refine checks keep the target's refinements
+        kept_as_drafted = not self.settings.refine or self.settings.metric == "typicality"
         start = history.emitted
         for i, score in enumerate(scores):
             stats.scored_drafts.append(
@@ -354,6 +376,7 @@ class VideoVerifier:
             )
         for i, frame in enumerate(new):
             history.frames.append(frame.float())
+            history.drafted.append(i < j and kept_as_drafted)
             self.drafts[b].append(draft.items[b, i] if i < n else None)
             stats.frame_scores.append(scores[i] if i < len(scores) else None)
             stats.frame_accepted.append(i < j)

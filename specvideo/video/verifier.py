@@ -75,6 +75,7 @@ class DiffusionVerifier:
         hint: str | None = None,
         residual: bool = False,
         context_noise_level: int = 0,
+        check_hint: bool = True,
     ):
         if hint not in HINTS:
             raise ValueError(f"hint must be one of {HINTS}, got {hint!r}")
@@ -109,6 +110,14 @@ class DiffusionVerifier:
         self._noiser = DDPMScheduler.from_config(self.scheduler.config)
         self.hint = hint
         self.residual = residual
+        if not check_hint and (hint is None or residual):
+            raise ValueError(
+                "check_hint=False scores drafts on the hint-free branch (the hint's channels zeroed): it needs "
+                "a hint and a UNet that is not a residual over it (one trained with hint dropout)"
+            )
+        # False: ``denoising_error`` (the check) zeroes the hint's channels, so a flow draft is not
+        # judged against its own extrapolation (a UNet trained with the hint dropped in a share of samples)
+        self.check_hint = check_hint
         # run the UNet under torch.autocast(device, autocast) (bf16 on a CPU with bf16 units: its
         # convolutions on AMX / AVX-512 BF16); None: in its own dtype. The scheduler stays float32.
         self.autocast: torch.dtype | None = None
@@ -202,6 +211,8 @@ class DiffusionVerifier:
         t = torch.tensor(levels, device=x.device).repeat_interleave(N)  # (L * N,): level-major
         sample = self._noiser.add_noise(x.float().repeat(L, 1, 1, 1), noise.float().repeat(L, 1, 1, 1), t)
         labels = self.class_labels(N, context_noise_level)
+        if not self.check_hint:  # the hint-free branch
+            cond = torch.cat([cond[:, :-3], torch.zeros_like(cond[:, -3:])], dim=1)
         cond = cond.to(self.device, self.unet.dtype).repeat(L, 1, 1, 1)  # (L * N, C, H, W)
         with self._autocast():
             x0 = predict_x0(

@@ -648,3 +648,23 @@ def test_bench_kid_floors_the_reference_spread_as_the_measure_does():
     reference[:, :8] = 1e-9 * torch.randn(600, 8, generator=g)
     x[:, :8] = 0.05
     assert abs(_kid(x, reference)) < 1000
+
+
+def test_moving_windows_are_the_clips_fastest_non_overlapping_stretches():
+    from benchmarks.video.workloads import _moving_windows, frame_speeds
+    from specvideo.video.real import RealVideo
+
+    rng = np.random.default_rng(0)
+    still = np.repeat(rng.integers(0, 256, (1, 48, 48, 3), dtype=np.uint8), 40, axis=0)  # (40, 48, 48, 3)
+    texture = rng.integers(0, 256, (48, 96, 3), dtype=np.uint8)
+    moving = np.stack([texture[:, i * 2 : i * 2 + 48] for i in range(20)])  # 2 px a frame
+    frames = np.concatenate([still[:20], moving, still[20:]])  # moves in frames 20..39 only
+    speed = frame_speeds(frames)
+    assert speed[25] > 1.0 and speed[5] < 0.1
+    clips = _moving_windows(RealVideo("pan", frames), P=2, total=10, per_clip=2)
+    starts = [int(c.name.split("[")[1].split(":")[0]) for c in clips]
+    # a window counts as moving when most of its 9 frame pairs move: it starts in 15..31
+    assert len(clips) == 2 and all(15 <= s <= 31 for s in starts) and abs(starts[0] - starts[1]) >= 10
+    assert clips[0].context.shape == (2, 3, 48, 48) and clips[0].truth.shape == (8, 3, 48, 48)
+    with pytest.raises(ValueError, match="windows must be one of"):
+        BenchVideoConfig(windows="random")

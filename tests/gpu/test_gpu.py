@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specvideo.paths import shipped
-from specvideo.video.data import heldout_synthetic
+from specvideo.video.data import split_synthetic
 
 pytestmark = [
     pytest.mark.gpu,
@@ -17,7 +17,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def contexts():
-    return [clip[:2] for clip in heldout_synthetic(3, 2, 64)]
+    return [clip[:2] for clip in split_synthetic(3, 2, 64)]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

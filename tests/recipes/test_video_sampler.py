@@ -226,3 +226,40 @@ def test_a_compact_resume_point_continues_the_run(tmp_path):
     assert vs.train_sampler(fresh)["steps"] == 3  # continued from step 2, not from 0
     log = (tmp_path / "work2" / "sampler" / "log.jsonl").read_text().splitlines()
     assert [json.loads(line)["step"] for line in log] == [3]
+
+
+def test_v_prediction_recovers_x0_and_dropped_hints_are_zeros():
+    scheduler = default_scheduler("v_prediction")
+    x0, noise = torch.rand(4, 3, 16, 16) * 2 - 1, torch.randn(4, 3, 16, 16)
+    t = torch.tensor([0, 300, 600, 999])
+    x_t = scheduler.add_noise(x0, noise, t)
+    v = scheduler.get_velocity(x0, noise, t)
+
+    class Oracle(torch.nn.Module):  # a UNet that predicts the true v
+        def forward(self, sample, timestep, class_labels=None):
+            return type("Out", (), {"sample": v})
+
+    cond = torch.zeros(4, 3 * P + 3, 16, 16)
+    torch.testing.assert_close(vs.model_x0(Oracle(), scheduler, x_t, cond, t, None, "v"), x0, atol=1e-4, rtol=0)
+    cond = torch.ones(1000, 3 * P + 3, 2, 2)
+    dropped = vs.drop_hint(cond, 0.5, np.random.default_rng(0))
+    zero = dropped[:, -3:].abs().sum(dim=(1, 2, 3)) == 0  # (1000,)
+    assert 0.4 < zero.float().mean() < 0.6 and torch.equal(dropped[:, :-3], cond[:, :-3])
+
+
+def test_a_v_sampler_with_hint_dropout_trains_logs_its_check_and_exports_a_hint_free_check(tmp_path):
+    from recipes.video import VideoTrainConfig, export
+    from specvideo.video.pipeline import SpeculativeVideoPipeline
+
+    init = tmp_path / "init"
+    hinted().save_pretrained(init)
+    cfg = tiny_cfg(tmp_path, init, prediction="v", hint_dropout=0.5, rollout_share=0.0, eval_rollout=0)
+    result = vs.train_sampler(cfg)
+    assert {"check_t300_frozen", "check_t100_flow", "check_t500_other"} <= set(result)
+    assert all(0 <= result[k] <= 1 for k in result if k.startswith("check_"))
+    out = export(VideoTrainConfig(work=str(tmp_path / "work"), out=str(tmp_path / "out"), grid_frames=0),
+                 "flow", 0, "ddpm", prediction="v", check_hint=False)
+    v = SpeculativeVideoPipeline.from_pretrained(out).verifier
+    assert (v.residual, v.check_hint, v.scheduler.config.prediction_type) == (False, False, "v_prediction")
+    with pytest.raises(ValueError, match="check_hint=False scores drafts on the hint-free branch"):
+        DiffusionVerifier(v.unet, hint="flow", residual=True, check_hint=False)

@@ -37,9 +37,9 @@ def test_drafter_trains_resumes_and_logs(tmp_path):
     cfg = tiny(tmp_path, real_fraction=0.0)
     drafter = video.train_drafter(cfg)
     assert drafter["steps"] == 2 and drafter["params"] <= 500_000
-    assert 0 <= drafter["heldout_ssim_copy_1"] <= 1
+    assert 0 <= drafter["tuning_ssim_copy_1"] <= 1
     log = [json.loads(line) for line in (tmp_path / "work/drafter/log.jsonl").read_text().splitlines()]
-    assert log[-1]["step"] == 2 and "heldout_ssim_1" in log[-1]
+    assert log[-1]["step"] == 2 and "tuning_ssim_1" in log[-1]
     again = video.train_drafter(replace(cfg, drafter_steps=3))  # resumed from the checkpoint
     assert again["steps"] == 3
     assert (tmp_path / "work/drafter/model").is_dir()
@@ -91,4 +91,4 @@ def test_train_only_videos_join_the_train_split_whole():
 
     train = RealClips("train", 16, train_only=TRAIN_ONLY_VIDEOS)
     assert len(train.videos) == len(RealClips("train", 16).videos) + len(TRAIN_ONLY_VIDEOS)
-    assert len(RealClips("heldout", 16, train_only=TRAIN_ONLY_VIDEOS).videos) == 2  # never evaluated on
+    assert len(RealClips("validation", 16, train_only=TRAIN_ONLY_VIDEOS).videos) == 2  # never evaluated on

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from specvideo.video.data import (
-    HELDOUT_SEEDS,
+    VALIDATION_SEEDS,
     TRAIN_SEEDS,
     TUNING_SEEDS,
     RealClips,
     ShapesConfig,
-    heldout_real,
-    heldout_synthetic,
+    split_real,
+    split_synthetic,
     moving_shapes,
     sample_video_paths,
 )
@@ -43,29 +43,29 @@ def test_bad_arguments():
         moving_shapes(0, 0, 32)
 
 
-def test_heldout_seeds_disjoint_from_training_and_tuning():
-    assert HELDOUT_SEEDS.start >= TRAIN_SEEDS.stop
-    assert TUNING_SEEDS.start >= HELDOUT_SEEDS.stop and TUNING_SEEDS.start >= TRAIN_SEEDS.stop
-    clips = heldout_synthetic(2, 4, 16)
-    np.testing.assert_array_equal(clips[0], moving_shapes(HELDOUT_SEEDS[0], 4, 16))
-    tuning = heldout_synthetic(2, 4, 16, split="tuning")
+def test_validation_seeds_disjoint_from_training_and_tuning():
+    assert VALIDATION_SEEDS.start >= TRAIN_SEEDS.stop
+    assert TUNING_SEEDS.start >= VALIDATION_SEEDS.stop and TUNING_SEEDS.start >= TRAIN_SEEDS.stop
+    clips = split_synthetic(2, 4, 16)
+    np.testing.assert_array_equal(clips[0], moving_shapes(VALIDATION_SEEDS[0], 4, 16))
+    tuning = split_synthetic(2, 4, 16, split="tuning")
     np.testing.assert_array_equal(tuning[1], moving_shapes(TUNING_SEEDS[1], 4, 16))
 
 
 def test_real_clips_split_and_crops():
     paths = sample_video_paths()
     assert [p.name for p in paths] == ["bikes.mp4", "bigbuckbunny.mp4"]
-    train, tuning, heldout = RealClips("train", 32), RealClips("tuning", 32), RealClips("heldout", 32)
-    for t, u, h in zip(train.videos, tuning.videos, heldout.videos):
+    train, tuning, validation = RealClips("train", 32), RealClips("tuning", 32), RealClips("validation", 32)
+    for t, u, h in zip(train.videos, tuning.videos, validation.videos):
         total = t.shape[0] + u.shape[0] + h.shape[0]
         assert t.shape[0] == int(0.7 * total) and t.shape[0] + u.shape[0] == int(0.85 * total)
         assert h.shape[0] >= 18  # a benchmark clip: 2 context + 16 frames
-    assert not np.array_equal(heldout_real(1, 4, 32)[0], heldout_real(1, 4, 32, split="tuning")[0])
+    assert not np.array_equal(split_real(1, 4, 32)[0], split_real(1, 4, 32, split="tuning")[0])
     clip = train.sample(np.random.default_rng(0), 5)
     assert clip.shape == (5, 32, 32, 3) and clip.dtype == np.uint8
-    real = heldout_real(3, 4, 32)
+    real = split_real(3, 4, 32)
     assert len(real) == 3 and all(c.shape == (4, 32, 32, 3) for c in real)
     with pytest.raises(ValueError, match="split"):
         RealClips("test")
     with pytest.raises(ValueError, match="frames"):
-        heldout.sample(np.random.default_rng(0), 10_000)
+        validation.sample(np.random.default_rng(0), 10_000)

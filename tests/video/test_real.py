@@ -25,10 +25,10 @@ def test_opencv_clips_are_optional_unless_required(tmp_path, monkeypatch):
     assert real.opencv_clip_paths() == []
     with pytest.raises(ValueError, match="run scripts/fetch_opencv_clips.sh"):
         real.opencv_clip_paths(required=True)
-    names = [v.name for v in real.load_real_videos("heldout", max_side=96)]
+    names = [v.name for v in real.load_real_videos("validation", max_side=96)]
     assert names == ["bikes.mp4", "bigbuckbunny.mp4"]
     fake_opencv_cache(tmp_path)
-    videos = real.load_real_videos("heldout", max_side=96)
+    videos = real.load_real_videos("validation", max_side=96)
     assert [v.name for v in videos][2:] == list(real.OPENCV_CLIPS)
     assert videos[2].frames.shape == (6, 72, 96, 3)  # the last 15 % of 40 frames, longer side 96
     assert [v.name for v in real.load_real_videos("tuning", 96, opencv=False)] == [
@@ -41,7 +41,7 @@ def test_splits_are_disjoint_in_time(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path))
     fake_opencv_cache(tmp_path)
     parts = {
-        s: real.load_real_videos(s, 64, train_only=False)[2].frames for s in ("train", "tuning", "heldout")
+        s: real.load_real_videos(s, 64, train_only=False)[2].frames for s in ("train", "tuning", "validation")
     }
     assert [len(p) for p in parts.values()] == [28, 6, 6]
     whole = real.read_video(real.opencv_clip_paths()[0], max_side=64).frames
@@ -69,7 +69,7 @@ def test_native_crops_are_cut_at_the_clip_scale(tmp_path, monkeypatch):
 def test_evaluation_frames_are_whole_frames(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path))
     fake_opencv_cache(tmp_path)
-    clips = real.evaluation_frames("heldout", 6, max_side=80, opencv=True)
+    clips = real.evaluation_frames("validation", 6, max_side=80, opencv=True)
     assert [c.frames.shape for c in clips[2:]] == [(6, 60, 80, 3)] * 3
     with pytest.raises(ValueError, match="evaluation split"):
         real.evaluation_frames("train", 6, 80)
@@ -93,4 +93,4 @@ def test_the_test_split_is_its_own_clips_whole(tmp_path, monkeypatch):
     assert [v.name for v in videos] == list(real.TEST_CLIPS)
     assert all(v.frames.shape == (12, 60, 80, 3) for v in videos)  # whole: nothing trained on them
     # none of the train / tuning / held-out sources is a test clip
-    assert not set(real.TEST_CLIPS) & {v.name for v in real.load_real_videos("heldout", 96, opencv=False)}
+    assert not set(real.TEST_CLIPS) & {v.name for v in real.load_real_videos("validation", 96, opencv=False)}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from specvideo.video.data import HELDOUT_SEEDS, moving_shapes
+from specvideo.video.data import VALIDATION_SEEDS, moving_shapes
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import laplacian_energy, sharpness_ratio
 from specvideo.video.real import evaluation_frames
@@ -17,8 +17,8 @@ FAST = KIDConfig(max_patches=2048, subsets=10, subset_size=500)
 
 
 def clips():
-    real = evaluation_frames("heldout", 24, max_side=128, opencv=False)[0].frames  # bikes, held out
-    return {"shapes": moving_shapes(HELDOUT_SEEDS[0], 24, 64), "real": real}
+    real = evaluation_frames("validation", 24, max_side=128, opencv=False)[0].frames  # bikes, held out
+    return {"shapes": moving_shapes(VALIDATION_SEEDS[0], 24, 64), "real": real}
 
 
 def degraded(frames: np.ndarray) -> dict[str, torch.Tensor]:

@@ -68,3 +68,25 @@ def test_target_and_draft_modes_score_nothing_and_stats_stay_json():
     as_json = json.loads(json.dumps(stats.to_dict()))
     assert [r["index"] for r in as_json["scored_drafts"]] == [r.index for r in stats.scored_drafts]
     assert all(set(r) == {"row", "index", "position", "score", "accepted"} for r in as_json["scored_drafts"])
+
+
+def test_drafters_skip_the_frames_emitted_since_their_context():
+    from specvideo.video.drafters import CopyLastDrafter, FlowDrafter
+
+    context = torch.rand(2, P, 3, SIZE, SIZE) * 2 - 1
+    for drafter in (LinearDrafter(), FlowDrafter(), CopyLastDrafter()):
+        ahead = drafter.propose(context, 7)  # (2, 7, 3, H, W)
+        torch.testing.assert_close(drafter.propose(context, 3, skip=4), ahead[:, 4:])
+
+
+def test_rounds_draft_from_the_last_real_or_target_frame_with_the_motion_accumulated():
+    """Every draft accepted: each round drafts from the real context, skipping what it emitted, so the
+    output is the drafter's own extrapolation of the context, not a re-extrapolation of its drafts."""
+    pipe = tiny_pipe()
+    out = run(pipe, num_frames=9, num_draft_frames=3, schedule="constant", metric="typicality", threshold=-math.inf)
+    assert out.stats.accepted == 9  # every draft kept
+    context = torch.from_numpy(
+        np.random.default_rng(0).integers(0, 256, (P, SIZE, SIZE, 3), dtype=np.uint8)
+    ).permute(0, 3, 1, 2).float().div(127.5).sub(1)[None]  # (1, P, 3, H, W) as the pipeline reads it
+    expected = LinearDrafter().propose(context, 9)[0]  # (9, 3, H, W)
+    torch.testing.assert_close(out.frames.float(), expected.clamp(-1, 1), atol=2 / 255, rtol=0)
