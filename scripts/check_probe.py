@@ -7,9 +7,11 @@ Each is noised with the same noise to each level t of ``--levels`` and scored by
 check statistic, the target's denoising error (``DiffusionVerifier.denoising_error``: on the
 hint-free branch when the pipeline's ``check_hint`` is off). Printed per level: the share of contexts
 whose true frame has a lower error than each wrong draft (1.0: the check tells them apart every
-time; 0.5: a coin). The level where context matters most is chosen on the tuning split only.
+time; 0.5: a coin), and the median of e(truth) / e(draft) (the typicality score with the true frame
+as its reference: 1 for a draft as typical as the truth, above 1 for one the model finds easier, a
+copy or a blur, below 1 for one it finds harder). The level is chosen on the tuning split only.
 
-    PYTHONPATH=. python scripts/check_probe.py --split tuning --levels 100,200,300,500,700
+    PYTHONPATH=. python scripts/check_probe.py --split tuning --num-synthetic 8 --num-real 8 --levels 100,300,500,700
     PYTHONPATH=. python scripts/check_probe.py --model DIR --check-hint-free ...   # another pipeline
 """
 
@@ -45,10 +47,11 @@ def main() -> None:
         split=args.split, num_synthetic=args.num_synthetic, num_real=args.num_real, max_side=args.max_side,
         num_frames=1, windows=args.windows,
     )
-    print(f"| workload | level t | contexts | {' | '.join(f'truth below {k}' for k in ('flow', *KINDS))} |")
+    print(f"| workload | level t | contexts | {' | '.join(f'truth below {k} (median ratio)' for k in ('flow', *KINDS))} |")
     print("|---|---:|---:|" + "---:|" * (1 + len(KINDS)))
     for workload, clips in load_workloads(config, P).items():
         wins = {t: {k: [] for k in ("flow", *KINDS)} for t in levels}
+        ratios = {t: {k: [] for k in ("flow", *KINDS)} for t in levels}
         for i, clip in enumerate(clips):
             window, truth = clip.context, clip.truth[:1]  # (P, 3, H, W), (1, 3, H, W)
             other = clips[(i + 1) % len(clips)].truth[:1]
@@ -63,8 +66,11 @@ def main() -> None:
                 for d, name in enumerate(drafts):
                     if name != "truth":
                         wins[t][name].append(float(error[0, j] < error[d, j]))
+                        ratios[t][name].append(float(error[0, j] / error[d, j].clamp(min=1e-12)))
         for t in levels:
-            shares = " | ".join(f"{sum(v) / len(v):.2f}" for v in wins[t].values())
+            shares = " | ".join(
+                f"{sum(w) / len(w):.2f} ({torch.tensor(r).median():.2f})" for w, r in zip(wins[t].values(), ratios[t].values())
+            )
             print(f"| {workload} | {t} | {len(clips)} | {shares} |", flush=True)
 
 

@@ -88,8 +88,9 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=256)
     parser.add_argument("--no-llama-cpp", action="store_true")
     parser.add_argument("--model", choices=("qwen-coder", "smollm2"), default="qwen-coder")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (1 beside another heavy process)")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     path = resolve_model("qwen-coder", "bfloat16").target if args.model == "qwen-coder" else None
     base = SpeculativeGenerator.from_pretrained(path, dtype="bfloat16", drafter="none")
     tok, target = base.tokenizer, base.target
