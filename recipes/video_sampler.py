@@ -57,7 +57,7 @@ from specvideo.video.drafters import FlowDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import sharpness_ratio, ssim
 from specvideo.video.real import NativeClips
-from specvideo.video.verifier import DiffusionVerifier, default_scheduler, make_scheduler, predict_x0
+from specvideo.video.verifier import DiffusionVerifier, default_scheduler, hint_free, make_scheduler, predict_x0
 
 EVAL_TIMESTEPS = (50, 200, 400, 600, 800, 999)
 
@@ -204,8 +204,7 @@ def model_x0(unet, scheduler, x_t, cond, t, t_c, prediction: str) -> torch.Tenso
 
 def drop_hint(cond: torch.Tensor, share: float, rng: np.random.Generator) -> torch.Tensor:
     """Zero the hint channels (the last 3) of ``share`` of the conditions (B, C, H, W)."""
-    dropped = torch.from_numpy(rng.random(len(cond)) < share).to(cond.device)
-    return torch.cat([cond[:, :-3], cond[:, -3:] * (~dropped)[:, None, None, None]], dim=1)
+    return hint_free(cond, torch.from_numpy(rng.random(len(cond)) < share).to(cond.device))
 
 
 def clip_frames(cfg: SamplerConfig) -> int:
@@ -321,7 +320,7 @@ def check_ranks(unet, scheduler, clips, cond, noise, t_c, cfg: SamplerConfig) ->
     shifted, blurred, another clip's frame), each noised with the same noise. 1.0: the check tells
     them apart on every clip; 0.5: a coin."""
     P, truth = cfg.context_frames, clips[:, cfg.context_frames]
-    free = torch.cat([cond[:, :-3], torch.zeros_like(cond[:, -3:])], dim=1)  # the hint-free branch
+    free = hint_free(cond)
     flow, (H, W) = cond[:, -3:], truth.shape[-2:]
     drafts = {  # the bench's known-bad drafts (benchmarks/video/injected.py), cheaply
         "frozen": clips[:, P - 1],

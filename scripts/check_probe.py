@@ -12,7 +12,7 @@ as its reference: 1 for a draft as typical as the truth, above 1 for one the mod
 copy or a blur, below 1 for one it finds harder). The level is chosen on the tuning split only.
 
     PYTHONPATH=. python scripts/check_probe.py --split tuning --num-synthetic 8 --num-real 8 --levels 100,300,500,700
-    PYTHONPATH=. python scripts/check_probe.py --model DIR --check-hint-free ...   # another pipeline
+    PYTHONPATH=. python scripts/check_probe.py --model DIR ...   # another pipeline (its model_index.json's check_hint)
 """
 
 import argparse
@@ -35,13 +35,10 @@ def main() -> None:
     parser.add_argument("--num-real", type=int, default=3)
     parser.add_argument("--max-side", type=int, default=128)
     parser.add_argument("--windows", default="consecutive", choices=("consecutive", "moving"))
-    parser.add_argument("--check-hint-free", action="store_true", help="score on the hint-free branch")
     args = parser.parse_args()
     levels = tuple(int(t) for t in args.levels.split(","))
     pipe = SpeculativeVideoPipeline.from_pretrained(args.model)
     verifier = pipe.verifier
-    if args.check_hint_free:
-        verifier.check_hint = False
     P = verifier.num_context_frames
     config = BenchVideoConfig(
         split=args.split, num_synthetic=args.num_synthetic, num_real=args.num_real, max_side=args.max_side,

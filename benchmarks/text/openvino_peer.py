@@ -89,6 +89,9 @@ def openvino_runner(worker: OpenVINOWorker, n: int, top_p: float) -> Callable:
     """A bench method's run(ids, temperature, seed) -> (tokens, None) over ``worker``."""
 
     def run(ids: torch.Tensor, temperature: float, seed: int):
-        return worker.complete(ids[0].tolist(), n, temperature, top_p, seed)["tokens"], None
+        tokens = worker.complete(ids[0].tolist(), n, temperature, top_p, seed)["tokens"]
+        if len(tokens) != n:  # equal work: a short reply would time less than the others do
+            raise RuntimeError(f"OpenVINO returned {len(tokens)} tokens for a request of {n}")
+        return tokens, None
 
     return run

@@ -46,8 +46,7 @@ def main() -> None:
         ids = np.array([request["ids"]], dtype=np.int64)  # (1, T)
         inputs = ov_genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
         result = pipe.generate(inputs, settings(request, mode, k))
-        tokens = [int(t) for t in np.array(result.tokens[0]).reshape(-1)] if hasattr(result, "tokens") else []
-        print(json.dumps({"tokens": tokens}), flush=True)
+        print(json.dumps({"tokens": [int(t) for t in np.array(result.tokens[0]).reshape(-1)]}), flush=True)
 
 
 if __name__ == "__main__":

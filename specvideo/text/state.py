@@ -164,8 +164,8 @@ class CausalLMState(TreeForward):
         self._prefill, self.full = 0, False
         if not need:
             return [], [None]
-        V = next(x.shape[-1] for x in logits if x is not None)
-        rows = [F.pad(x, (0, 0, need - x.shape[1], 0)) if x is not None else torch.zeros(1, need, V) for x in logits]
+        like = next(x for x in logits if x is not None)  # (1, <= need, V)
+        rows = [F.pad(x, (0, 0, need - x.shape[1], 0)) if x is not None else like.new_zeros(1, need, like.shape[-1]) for x in logits]
         return [torch.cat(rows)], [None]
 
     @torch.inference_mode()

@@ -211,8 +211,8 @@ class DiffusionVerifier:
         t = torch.tensor(levels, device=x.device).repeat_interleave(N)  # (L * N,): level-major
         sample = self._noiser.add_noise(x.float().repeat(L, 1, 1, 1), noise.float().repeat(L, 1, 1, 1), t)
         labels = self.class_labels(N, context_noise_level)
-        if not self.check_hint:  # the hint-free branch
-            cond = torch.cat([cond[:, :-3], torch.zeros_like(cond[:, -3:])], dim=1)
+        if not self.check_hint:
+            cond = hint_free(cond)
         cond = cond.to(self.device, self.unet.dtype).repeat(L, 1, 1, 1)  # (L * N, C, H, W)
         with self._autocast():
             x0 = predict_x0(
@@ -307,6 +307,13 @@ def predict_x0(
     noise level of a UNet trained with noisy context (``class_embed_type="timestep"``)."""
     output = unet(torch.cat([sample, cond], dim=1), t, class_labels=class_labels).sample  # (N, 3, H, W)
     return output + cond[:, -3:] if residual else output
+
+
+def hint_free(cond: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """(N, C, H, W) conditions with the hint's channels (the last 3) zeroed: the hint-free branch of
+    a UNet trained with hint dropout; ``rows`` (N,) bool: only those rows (default all)."""
+    keep = torch.zeros(len(cond), dtype=torch.bool, device=cond.device) if rows is None else ~rows
+    return torch.cat([cond[:, :-3], cond[:, -3:] * keep[:, None, None, None]], dim=1)
 
 
 def make_residual(unet: UNet2DModel) -> UNet2DModel:

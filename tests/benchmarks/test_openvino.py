@@ -44,6 +44,11 @@ def test_the_worker_answers_each_request_with_its_tokens(tmp_path, monkeypatch):
     try:
         run = openvino_runner(worker, 4, 0.9)
         assert run(torch.tensor([[5, 6, 7]]), 0.0, 0) == ([3, 4, 5, 6], None)
+        worker.complete([1], 2, 0.0, 0.9, 0)  # the stand-in answers n tokens; a runner asking 4 gets 2:
+        with pytest.raises(RuntimeError, match="returned 2 tokens for a request of 4"):
+            openvino_runner(type("Short", (), {"complete": lambda self, *a: {"tokens": [1, 2]}})(), 4, 0.9)(
+                torch.tensor([[1]]), 0.0, 0
+            )
     finally:
         worker.close()
     assert worker.process.poll() is not None

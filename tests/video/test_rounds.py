@@ -81,12 +81,15 @@ def test_drafters_skip_the_frames_emitted_since_their_context():
 
 def test_rounds_draft_from_the_last_real_or_target_frame_with_the_motion_accumulated():
     """Every draft accepted: each round drafts from the real context, skipping what it emitted, so the
-    output is the drafter's own extrapolation of the context, not a re-extrapolation of its drafts."""
-    pipe = tiny_pipe()
+    output is the flow drafter's extrapolation of the context with the motion accumulated, not the
+    flow re-estimated from its own drafts."""
+    from specvideo.video.drafters import FlowDrafter
+
+    pipe = SpeculativeVideoPipeline(DiffusionVerifier(tiny_unet(SIZE, P)), FlowDrafter())
     out = run(pipe, num_frames=9, num_draft_frames=3, schedule="constant", metric="typicality", threshold=-math.inf)
     assert out.stats.accepted == 9  # every draft kept
     context = torch.from_numpy(
         np.random.default_rng(0).integers(0, 256, (P, SIZE, SIZE, 3), dtype=np.uint8)
     ).permute(0, 3, 1, 2).float().div(127.5).sub(1)[None]  # (1, P, 3, H, W) as the pipeline reads it
-    expected = LinearDrafter().propose(context, 9)[0]  # (9, 3, H, W)
+    expected = FlowDrafter().propose(context, 9)[0]  # (9, 3, H, W)
     torch.testing.assert_close(out.frames.float(), expected.clamp(-1, 1), atol=2 / 255, rtol=0)
