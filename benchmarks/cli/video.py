@@ -74,6 +74,12 @@ def add(kinds) -> None:
     for flag, parse, default, help in lists:
         v.add_argument(flag, metavar="LIST", type=parse, default=default, help=help)
     v.add_argument("--metric", default=d.metric, choices=METRICS, help="similarity scored against tau")
+    v.add_argument(
+        "--check-center", type=float, default=d.check_center, help="the typicality check's fold c (inf: one-sided)"
+    )
+    v.add_argument(
+        "--check-levels", metavar="LIST", type=ints, default=d.check_levels, help="the typicality check's noise levels t"
+    )
     v.add_argument("--num-draft-frames", "-k", metavar="K", type=int, default=d.num_draft_frames)
     v.add_argument("--refine-steps", metavar="M", type=int, default=d.num_refine_steps)
     v.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
@@ -121,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
         strengths=args.strengths,
         target_steps=args.target_steps,
         metric=args.metric,
+        check_center=args.check_center,
+        check_levels=args.check_levels,
         num_draft_frames=args.num_draft_frames,
         num_refine_steps=args.refine_steps,
         schedule=args.schedule,
@@ -154,6 +162,7 @@ def argv_of(c) -> list[str]:
     argv += ["--sweep-drafters", ",".join(c.sweep_drafters)]
     argv += ["--thresholds", ",".join(f"{t:g}" for t in c.thresholds)]
     argv += ["--strengths", ",".join(f"{s:g}" for s in c.strengths), "--metric", c.metric]
+    argv += ["--check-center", f"{c.check_center:g}", "--check-levels", ",".join(map(str, c.check_levels))]
     argv += ["--target-steps", ",".join(map(str, c.target_steps))]
     argv += ["--num-draft-frames", str(c.num_draft_frames), "--refine-steps", str(c.num_refine_steps)]
     if c.sweep_draft_frames:

@@ -102,6 +102,8 @@ class BenchVideoConfig:
     strengths: tuple[float, ...] = STRENGTHS
     target_steps: tuple[int, ...] = TARGET_STEPS
     metric: str = D.metric
+    check_center: float = D.check_center  # the typicality check's fold (VideoConfig.check_center)
+    check_levels: tuple[int, ...] = D.check_levels  # its noise levels
     num_draft_frames: int = D.num_draft_frames
     num_refine_steps: int = D.num_refine_steps
     schedule: str = D.schedule
@@ -152,6 +154,10 @@ class BenchVideoConfig:
             if d not in DRAFTERS:
                 raise ValueError(f"unknown drafter {d!r}; choose from {', '.join(DRAFTERS)}")
         _check_sweep(self.thresholds, self.strengths)
+        if not self.check_levels or not all(isinstance(t, int) and 0 <= t < 1000 for t in self.check_levels):
+            raise ValueError(f"check_levels must be timesteps in [0, 1000), got {self.check_levels!r}")
+        if not (isinstance(self.check_center, (int, float)) and self.check_center > 0):
+            raise ValueError(f"check_center must be a number > 0 (inf: one-sided), got {self.check_center!r}")
         if self.metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
         if self.schedule not in VIDEO_SCHEDULES:
@@ -176,6 +182,8 @@ class SpecSetting:
     num_draft_frames: int = D.num_draft_frames
     num_refine_steps: int = D.num_refine_steps
     schedule: str = D.schedule
+    check_center: float = D.check_center
+    check_levels: tuple[int, ...] = D.check_levels
 
 
 DEFAULT_SETTING = SpecSetting(D.drafter, D.tau, D.strength)
@@ -199,7 +207,7 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
     methods += [Method(f"first-target+{d}", "first-target", d) for d in sweep]
 
     def setting(d: str, tau: float, s: float, k: int, m: int) -> SpecSetting:
-        return SpecSetting(d, tau, s, config.metric, k, m, config.schedule)
+        return SpecSetting(d, tau, s, config.metric, k, m, config.schedule, config.check_center, config.check_levels)
 
     shapes = {  # (k, m) -> the name's suffix
         (k, m): ("" if k == config.num_draft_frames else f"-k{k}")

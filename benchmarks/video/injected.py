@@ -30,6 +30,7 @@ from einops import rearrange
 
 from benchmarks.video.local import score_round, true_rounds
 from benchmarks.video.workloads import BenchClip
+from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import FlowDrafter
 from specvideo.video.metrics import ssim
 from specvideo.video.verifier import DiffusionVerifier
@@ -82,6 +83,8 @@ def injected_checks(
     strength: float,
     num_refine_steps: int,
     seed: int = 0,
+    center: float = D.check_center,
+    levels: tuple[int, ...] = D.check_levels,
 ) -> list[InjectedCheck]:
     """Every (workload, kind of bad draft, and the truth): the check's rejections at ``threshold``."""
     flow, checks = FlowDrafter(), []
@@ -99,7 +102,7 @@ def injected_checks(
                     continue  # no other clip in the run
                 drafts = bad_round(kind, window, flow.propose(window[None], k_w)[0].float(), other, truth)
                 s = score_round(
-                    verifier, window, drafts, strength, metric, r_seed, num_refine_steps, before
+                    verifier, window, drafts, strength, metric, r_seed, num_refine_steps, before, levels, center
                 )
                 first.append(s[0] < threshold)
                 any_.append(min(s) < threshold)

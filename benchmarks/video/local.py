@@ -82,6 +82,7 @@ def score_round(
     num_refine_steps: int = 1,
     before: torch.Tensor | None = None,
     levels: tuple[int, ...] = D.check_levels,
+    center: float = D.check_center,
 ) -> list[float]:
     """The pipeline's scores of (k, 3, H, W) ``drafts`` after the true (P, 3, H, W) ``window``
     (m = ``num_refine_steps`` refinement steps at strength s; the typicality check's reference is
@@ -99,7 +100,7 @@ def score_round(
             _noise(seed, drafts.shape[1:], 2 * k + 1)[None].to(device),
         )  # (1, L)
         error = verifier.denoising_error(cond, drafts.to(device), levels, noise.to(device))  # (k, L)
-        return typicality(reference, error).tolist()
+        return typicality(reference, error, center).tolist()
     refined = verifier.refine(
         cond, drafts.to(verifier.device), strength, num_refine_steps, noise.to(verifier.device)
     )
@@ -116,6 +117,8 @@ def true_context_checks(
     steps: dict[str, int],
     seed: int = 0,
     num_refine_steps: int = 1,
+    center: float = D.check_center,
+    levels: tuple[int, ...] = D.check_levels,
 ) -> list[LocalCheck]:
     """Every (workload, drafter, strength): rounds of k frames starting at frames 0, k, 2k, ... of
     each clip's true sequence; ``steps[workload]`` is the reference target's N."""
@@ -132,7 +135,7 @@ def true_context_checks(
             for s in strengths:
                 rounds = [
                     _Round(
-                        score_round(verifier, w, d, s, metric, r_seed, num_refine_steps, before),
+                        score_round(verifier, w, d, s, metric, r_seed, num_refine_steps, before, levels, center),
                         ssim(d, truth, data_range=2.0).tolist(),
                         ssim(target, truth, data_range=2.0).tolist(),
                     )

@@ -3,6 +3,7 @@ tuning split, and its section of docs/BENCHMARKS.md (one per split)."""
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -341,7 +342,7 @@ def _notes(results: BenchVideoResults) -> list[str]:
         f"- Speculative: k = {s['num_draft_frames']}{_more_k(s)} ({s['schedule']} schedule), m = {s['num_refine_steps']}{_more_m(s)} "
         f"refinement step(s), corrections and first-frame routing with N = "
         f"{', '.join(f'{n} ({w})' for w, n in s['correction_steps'].items())} (each workload's reference N unless "
-        f"--steps is given), metric {s['metric']}; sweep τ ∈ "
+        f"--steps is given), metric {s['metric']}{_band(s)}; sweep τ ∈ "
         f"{{{', '.join(f'{t:g}' for t in s['thresholds'])}}} × s ∈ {{{', '.join(f'{x:g}' for x in s['strengths'])}}}. "
         f"Default (VIDEO_DEFAULTS): {d['drafter']}, τ = {d['threshold']:g}, s = {d['strength']:g}. Equal-cost "
         "baselines: refine-all-d (every draft refined and kept, τ = −∞) and target-only at N = m.",
@@ -362,3 +363,13 @@ def _notes(results: BenchVideoResults) -> list[str]:
         f"- Estimated before the run: {e.line()}.",
         *[f"- {n}" for n in results.notes],
     ]
+
+
+def _band(s: dict) -> str:
+    """The typicality check's levels, fold and the branch it reads (older reports have none of them)."""
+    if s.get("metric") != "typicality" or "check_center" not in s:
+        return ""
+    center = float(s["check_center"])
+    fold = "one-sided" if math.isinf(center) else f"folded at c = {center:g} (kept while τ ≤ r ≤ c²/τ)"
+    branch = "" if s.get("check_hint", True) else ", on the hint-free branch"
+    return f" at t ∈ {{{', '.join(map(str, s.get('check_levels', [])))}}}, {fold}{branch}"

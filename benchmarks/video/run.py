@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -98,6 +99,8 @@ def run_benchmark(
         steps,
         config.seed,
         config.num_refine_steps,
+        config.check_center,
+        config.check_levels,
     )
     injected = injected_checks(
         pipe.verifier,
@@ -108,6 +111,8 @@ def run_benchmark(
         D.strength,
         config.num_refine_steps,
         config.seed,
+        config.check_center,
+        config.check_levels,
     )
     rows = [
         row
@@ -255,8 +260,17 @@ def _learned_drafter(pipe, model_dir: Path | None) -> LearnedDrafter | None:
     return drafter
 
 
+def _json_ready(value: Any) -> Any:
+    """Tuples as lists and infinite floats as "inf" / "-inf" (JSON has no infinity)."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, float) and math.isinf(value):
+        return str(value)
+    return value
+
+
 def _settings(config: BenchVideoConfig, pipe, model_dir: Path | None, seconds: float) -> dict[str, Any]:
-    settings = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}
+    settings = {k: _json_ready(v) for k, v in asdict(config).items()}
     settings.update(
         model_dir=shown_path(model_dir),
         context_frames=pipe.verifier.num_context_frames,
@@ -266,7 +280,8 @@ def _settings(config: BenchVideoConfig, pipe, model_dir: Path | None, seconds: f
         scheduler=type(pipe.scheduler).__name__,
         residual=pipe.verifier.residual,
         hint=pipe.verifier.hint,
-        default_setting=asdict(DEFAULT_SETTING),
+        default_setting={k: _json_ready(v) for k, v in asdict(DEFAULT_SETTING).items()},
+        check_hint=pipe.verifier.check_hint,
         wall_minutes=seconds / 60,
     )
     return settings

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from benchmarks.video.config import BenchVideoConfig
-from specvideo.video.data import VALIDATION_SEEDS, TEST_SEEDS, TUNING_SEEDS, split_synthetic
+from specvideo.video.data import TEST_SEEDS, TUNING_SEEDS, VALIDATION_SEEDS, split_synthetic
 from specvideo.video.io import frames_to_tensor, read_video, short_warning
 from specvideo.video.real import RealVideo, load_real_videos
 

@@ -18,9 +18,9 @@ VIDEO_SUFFIXES = (".mp4", ".avi", ".mov", ".mkv", ".webm", ".m4v", ".gif")
 TEXT_LINE_SETTINGS = ("max_new_tokens", "temperature", "top_k", "top_p", "seed")
 
 
-# the VideoConfig settings a job's items share: the pipeline call's (check_levels kept at its
-# default) and every item's generator seed
-VIDEO_SETTINGS = (*(n for n in CALL_SETTINGS if n != "check_levels"), "seed")
+# the VideoConfig settings a job's items share: the pipeline call's (the check's levels and fold
+# kept at their defaults) and every item's generator seed
+VIDEO_SETTINGS = (*(n for n in CALL_SETTINGS if n not in ("check_levels", "check_center")), "seed")
 
 
 def settings_hash(settings: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from specvideo.cli.common import UsageError, add_seed_and_device, check_output
+from specvideo.cli.common import UsageError, add_seed_and_device, check_output, ints
 from specvideo.files import clashing_outputs
 from specvideo.video.config import MODES, VIDEO_DEFAULTS, VideoConfig
 from specvideo.video.drafters import DRAFTERS
@@ -26,6 +26,21 @@ def add(commands) -> None:
         help="no input file: continue a held-out synthetic moving-shapes clip (picked by --seed), write OUT",
     )
     add_settings(p)
+    p.add_argument(
+        "--check-center",
+        type=float,
+        default=VIDEO_DEFAULTS.check_center,
+        help="the typicality check's fold c: drafts are kept while tau <= r <= c^2 / tau, so drafts far "
+        f"easier for the target than real footage are rejected too (default: {VIDEO_DEFAULTS.check_center:g}: "
+        "one-sided; the band set on the tuning split: --check-center 2.217 --check-levels 100 --threshold 0.369)",
+    )
+    p.add_argument(
+        "--check-levels",
+        type=ints,
+        default=VIDEO_DEFAULTS.check_levels,
+        help=f"the typicality check's noise levels t, comma-separated (default: "
+        f"{','.join(map(str, VIDEO_DEFAULTS.check_levels))})",
+    )
     p.add_argument(
         "--side-by-side", help="also write context | draft | final (accepted green, regenerated red)"
     )

@@ -78,6 +78,14 @@ def check_settings(c: VideoConfig, output_type: str = "np") -> None:
         ),
         (c.metric in METRICS, f"metric must be one of {METRICS}, got {c.metric!r}"),
         (
+            len(c.check_levels) > 0 and all(_int_at_least(t, 0) and t < 1000 for t in c.check_levels),
+            f"check_levels must be noise levels t in [0, 1000), got {c.check_levels!r}",
+        ),
+        (
+            isinstance(c.check_center, (int, float)) and c.check_center > 0,
+            f"check_center must be a number > 0 (inf: a one-sided check), got {c.check_center!r}",
+        ),
+        (
             isinstance(c.strength, (int, float)) and 0 < c.strength <= 1,
             f"strength must be in (0, 1], got {c.strength!r}",
         ),

@@ -134,7 +134,7 @@ class SpeculativeVideoPipeline:
 
         settings: a ``VideoConfig`` (default ``VIDEO_DEFAULTS``); the call reads its
         ``CALL_SETTINGS`` (num_frames, mode, num_draft_frames, threshold, metric, strength,
-        num_refine_steps, num_inference_steps, schedule, check_levels). ``changes``: any of them by
+        num_refine_steps, num_inference_steps, schedule, check_levels, check_center). ``changes``: any of them by
         name, over ``settings`` (``pipe(context, num_frames=8)``).
         context_frames: one context (a list of H x W x 3 uint8 arrays, an (F, H, W, 3) uint8 array or
         an (F, 3, H, W) float tensor in [-1, 1]) or a batch: a list of such contexts, or a 5-D array /
@@ -186,6 +186,7 @@ class SpeculativeVideoPipeline:
             c.metric,
             refine=mode != "draft",
             levels=c.check_levels,
+            center=c.check_center,
         )
         verifier = VideoVerifier(self.verifier, rows, round_settings, stats)
         drafter = VideoDrafter(None if mode == "target" else self.drafter, rows, from_anchor=mode == "speculative")

@@ -28,11 +28,15 @@ from specvideo.video.metrics import similarity
 from specvideo.video.verifier import DiffusionVerifier
 
 
-def typicality(reference: torch.Tensor, error: torch.Tensor) -> torch.Tensor:
+def typicality(reference: torch.Tensor, error: torch.Tensor, center: float = math.inf) -> torch.Tensor:
     """(n,) typicality scores from the target's denoising errors (n, L) on the drafts and on the
-    clip's last real frame (n or 1, L): their ratio reference / error averaged over the L levels (1:
-    the draft is as typical of the target as the real footage; higher: more)."""
-    return (reference / error.clamp(min=1e-12)).mean(dim=-1)
+    clip's last real frame (n or 1, L): their ratio r = reference / error averaged over the L levels
+    (1: the draft is as typical of the target as the real footage; higher: easier for the target
+    than real footage), folded at ``center`` c into min(r, c^2 / r), so that a draft far *easier*
+    than real footage (a copy, a blur, the target's own hint) scores low as well as one far harder:
+    a threshold tau then keeps r in the band [tau, c^2 / tau]. c = inf: one-sided, the score is r."""
+    r = (reference / error.clamp(min=1e-12)).mean(dim=-1)  # (n,)
+    return r if math.isinf(center) else torch.minimum(r, center**2 / r)
 
 
 @dataclass
@@ -207,6 +211,7 @@ class RoundSettings:
     metric: str
     refine: bool = True  # False: draft mode, drafts are emitted as they are
     levels: tuple[int, ...] = (300,)  # the typicality check's noise levels
+    center: float = math.inf  # the typicality check's fold (``typicality``)
 
 
 class VideoVerifier:
@@ -292,7 +297,7 @@ class VideoVerifier:
         )  # (n, L)
         self._reference([b for b, _ in pairs])
         reference = torch.stack([self._references[b] for b, _ in pairs])  # (n, L)
-        return typicality(reference, error).float().cpu()
+        return typicality(reference, error, self.settings.center).float().cpu()
 
     def _reference(self, rows: list[int]) -> None:
         """The target's denoising error (L,) on each row's last context frame, conditioned on the

@@ -304,6 +304,8 @@ BAD_FLAGS = [
     (["--strength", "nan"], "strength must be in (0, 1], got nan"),
     (["--steps", "0"], "num_inference_steps must be an integer >= 1, got 0"),
     (["--refine-steps", "0"], "num_refine_steps must be an integer >= 1, got 0"),
+    (["--check-center", "0"], "check_center must be a number > 0 (inf: a one-sided check), got 0.0"),
+    (["--check-levels", "100,1000"], "check_levels must be noise levels t in [0, 1000), got (100, 1000)"),
 ]
 
 

@@ -44,12 +44,35 @@ def test_typicality_is_the_reference_error_over_the_draft_error():
     assert torch.isfinite(typicality(reference, torch.zeros(1, 2))).all()  # a perfect draft
 
 
-def test_the_check_rejects_known_bad_drafts_and_accepts_the_expected_ones():
-    # tau 1: as typical of the target as the clip's real frame
+def test_the_fold_scores_drafts_far_easier_than_real_footage_low_as_well():
+    reference, error = torch.tensor([[1.0]]), torch.tensor([[2.0], [1.0], [0.5], [0.125]])  # r 0.5, 1, 2, 8
+    assert typicality(reference, error).tolist() == [0.5, 1.0, 2.0, 8.0]  # one-sided: r itself
+    folded = typicality(reference, error, center=2.0)  # min(r, 4 / r): the band [tau, 4 / tau]
+    assert folded.tolist() == [0.5, 1.0, 2.0, 0.5]
+    # tau 0.5 keeps r in [0.5, 8]; tau 1 keeps [1, 4]: the draft 8x easier is rejected
+    assert (folded >= 1.0).tolist() == [False, True, True, False]
+
+
+def test_the_two_sided_check_rejects_the_targets_own_hint():
+    # the verifier's x0 is the flow extrapolation itself: a flow draft has (almost) no error, r is
+    # huge; one-sided it passes, folded it is far outside the band and rejected
     gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
-    good = residual_pipe(FlowDrafter())(shapes(), num_frames=6, threshold=1.0, generator=gen(), progress=False)
+    pipe = residual_pipe(FlowDrafter())
+    one_sided = pipe(shapes(), num_frames=4, threshold=1.0, check_center=math.inf, generator=gen(), progress=False)
+    assert one_sided.stats.accepted == one_sided.stats.drafted > 0
+    folded = pipe(shapes(), num_frames=4, threshold=1.0, check_center=2.0, generator=gen(), progress=False)
+    assert folded.stats.accepted == 0 and folded.stats.drafted > 0
+    with pytest.raises(ValueError, match="check_center must be a number > 0"):
+        pipe(shapes(), num_frames=1, check_center=0.0, progress=False)
+
+
+def test_the_check_rejects_known_bad_drafts_and_accepts_the_expected_ones():
+    # tau 1, one-sided: as typical of the target as the clip's real frame, or more
+    gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    kw = dict(num_frames=6, threshold=1.0, check_center=math.inf, progress=False)
+    good = residual_pipe(FlowDrafter())(shapes(), generator=gen(), **kw)
     assert good.stats.accepted == good.stats.drafted > 0  # the target expects the flow extrapolation
-    bad = residual_pipe(Shifted())(shapes(), num_frames=6, threshold=1.0, generator=gen(), progress=False)
+    bad = residual_pipe(Shifted())(shapes(), generator=gen(), **kw)
     first = [s for s in bad.stats.scored_drafts if s.position == 0]  # drafted from frames it accepted
     assert len(first) >= 3 and not any(s.accepted for s in first)
     assert max(s.score for s in first) < 1 <= min(s.score for s in good.stats.scored_drafts)
