@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import queue
-import time
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
@@ -28,7 +26,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from specvideo.serve.editor import EDITOR_ROUTES, add_editor_routes
-from specvideo.serve.engine import Done, Engine, Failed, Job, Piece
+from specvideo.serve.engine import Engine, Failed, Job, Piece
 from specvideo.serve.protocol import (
     APIError,
     ChatRequest,
@@ -37,12 +35,12 @@ from specvideo.serve.protocol import (
     completion_body,
     new_id,
 )
+from specvideo.serve.requests import Trace, job_events, submit
 from specvideo.text.prompts import FIM_TOKENS, chat_ids, fim_ids
 from specvideo.text.state import context_length
 
 DEFAULT_CHAT_TOKENS = 512
 MAX_BODY_BYTES = 4 << 20  # 4 MiB: far past any context these models hold
-POLL_S = 0.25  # how often a waiting stream checks that its client is still there
 log = logging.getLogger("specvideo.serve")
 
 
@@ -176,77 +174,14 @@ def _job(engine: Engine, body, ids: list[int], max_tokens: int | None) -> Job:
     return Job(ids, limit, body.temperature, body.top_p, body.seed, body.stops)
 
 
-class _Trace:
-    """One request's log line: id, route, outcome, prompt/completion tokens, TTFT, tok/s, acceptance."""
-
-    def __init__(self, rid: str, route: str, prompt_tokens: int):
-        self.rid, self.route, self.prompt_tokens = rid, route, prompt_tokens
-        self.start, self.first = time.perf_counter(), None
-
-    def piece(self) -> None:
-        self.first = self.first or time.perf_counter()
-
-    def end(self, outcome: str, event=None) -> None:
-        now = time.perf_counter()
-        usage, extra = getattr(event, "usage", None), getattr(event, "speculative", None) or {}
-        tokens = usage.completion_tokens if usage is not None else 0
-        acceptance = extra.get("acceptance_rate")
-        timings = getattr(event, "timings", None) or {}
-        joined = (  # a row that joined a running batch: its own prefill and the batch's round then
-            f" prefill={timings['prefill_ms'] / 1e3:.3f}s round={timings['round_ms'] / 1e3:.3f}s"
-            f" joined_after={timings.get('joined_after', 0)}"
-            if timings.get("round_ms") is not None else ""
-        )
-        log.info(
-            "%s %s %s prompt=%d completion=%d ttft=%.3fs tok/s=%.1f acceptance=%s%s",
-            self.rid, self.route, outcome, self.prompt_tokens, tokens, (self.first or now) - self.start,
-            tokens / (now - self.start) if now > self.start else 0.0,
-            "-" if acceptance is None else f"{acceptance:.3f}", joined,
-        )
-
-
-def _submit(engine: Engine, job: Job, request: Request, rid: str) -> _Trace:
-    """Queue the job; its trace is this request's log line (a refusal logs and raises)."""
-    trace = _Trace(rid, request.url.path, len(job.prompt_ids))
-    request.state.traced = True
-    try:
-        engine.submit(job)
-    except APIError as err:
-        trace.end(f"refused {err.status}")
-        raise
-    return trace
-
-
-async def _job_events(job: Job, request: Request, trace: _Trace) -> AsyncIterator[Piece | Failed | Done]:
-    """The job's events through its Done or Failed, traced; however it ends otherwise (the client
-    gone, the task cancelled by the server on disconnect), the unfinished job is cancelled."""
-    finished = False
-    try:
-        while not finished:
-            event = await _next(job, request)
-            if event is None:
-                return
-            if isinstance(event, Piece):
-                trace.piece()
-            else:
-                finished = True
-                failed = isinstance(event, Failed)
-                trace.end(f"failed {event.error.status}" if failed else event.finish_reason, None if failed else event)
-            yield event
-    finally:
-        if not finished:
-            trace.end("disconnected")
-            job.cancelled.set()
-
-
 async def _answer(engine: Engine, job: Job, request: Request, stream: bool, make, rid: str):
-    trace = _submit(engine, job, request, rid)
+    trace = submit(engine, job, request, rid)
     if stream:
         return StreamingResponse(
             _events(job, request, make, rid, engine.model_name, trace), media_type="text/event-stream"
         )
     text = ""
-    async for event in _job_events(job, request, trace):
+    async for event in job_events(job, request, trace):
         if isinstance(event, Piece):
             text += event.text
         elif isinstance(event, Failed):
@@ -258,10 +193,10 @@ async def _answer(engine: Engine, job: Job, request: Request, stream: bool, make
     return JSONResponse({}, status_code=499)  # the client left
 
 
-async def _events(job: Job, request: Request, make, rid: str, model: str, trace: _Trace) -> AsyncIterator[str]:
+async def _events(job: Job, request: Request, make, rid: str, model: str, trace: Trace) -> AsyncIterator[str]:
     """The SSE stream of one job, ending with ``data: [DONE]`` unless the client left."""
     first, ended = True, False
-    async for event in _job_events(job, request, trace):
+    async for event in job_events(job, request, trace):
         if isinstance(event, Piece):
             yield _sse(_chunk(make, rid, model, event.text, None, None, None, first))
             first = False
@@ -279,17 +214,6 @@ def _chunk(make, rid, model, text, finish, usage, extra, first) -> dict:
     if make is chat_body:
         return chat_body(rid, model, text, finish, usage, extra, chunk=True, first=first)
     return completion_body(rid, model, text, finish, usage, extra, chunk=True)
-
-
-async def _next(job: Job, request: Request):
-    """The job's next event; None (and the job cancelled) once the client has disconnected."""
-    while True:
-        try:
-            return await asyncio.to_thread(job.events.get, timeout=POLL_S)
-        except queue.Empty:
-            if await request.is_disconnected():
-                job.cancelled.set()
-                return None
 
 
 def _sse(data: dict) -> str:

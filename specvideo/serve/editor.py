@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from specvideo.serve.engine import Done, Engine, Failed, Job, Piece
 from specvideo.serve.protocol import APIError, _Request, chat_body, new_id
+from specvideo.serve.requests import job_events, submit
 from specvideo.text.prompts import FIM_TOKENS, infill_ids
 from specvideo.text.state import context_length
 
@@ -130,9 +131,7 @@ async def _llama_answer(engine: Engine, body: LlamaRequest, ids: list[int], requ
         engine, ids, _predict(engine, body), body.temperature, body.top_p, None if body.seed < 0 else body.seed,
         body.stop, body.top_k, body.t_max_predict_ms, body.cache_prompt,
     )
-    from specvideo.serve.app import _submit
-
-    events = _llama_events(engine, job, request, _submit(engine, job, request, new_id("cmpl")))
+    events = _llama_events(engine, job, request, submit(engine, job, request, new_id("cmpl")))
     if body.stream:
         return StreamingResponse((f"data: {json.dumps(e)}\n\n" async for e in events), media_type="text/event-stream")
     content, last = "", {}
@@ -146,9 +145,7 @@ async def _llama_answer(engine: Engine, body: LlamaRequest, ids: list[int], requ
 
 async def _llama_events(engine: Engine, job: Job, request: Request, trace) -> AsyncIterator[dict]:
     """llama.cpp's stream objects: {"content", "stop": false} per piece, then the final one."""
-    from specvideo.serve.app import _job_events
-
-    async for event in _job_events(job, request, trace):
+    async for event in job_events(job, request, trace):
         if isinstance(event, Piece):
             yield {"content": event.text, "stop": False}
         elif isinstance(event, Failed):
