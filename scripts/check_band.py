@@ -46,10 +46,13 @@ def hint_gain(verifier, window, drafts, seed: int, level: int) -> list[float]:
     P, k = window.shape[0], drafts.shape[0]
     windows = torch.stack([torch.cat([window, drafts[:i]])[-P:] for i in range(k)])  # (k, P, 3, H, W)
     cond, noise = verifier.condition(windows), torch.stack([_noise(seed, drafts.shape[1:], 2 * i + 1) for i in range(k)])
-    errors = {}
-    for branch in (True, False):
-        verifier.check_hint = branch
-        errors[branch] = verifier.denoising_error(cond, drafts, (level,), noise)[:, 0]  # (k,)
+    errors, own = {}, verifier.check_hint
+    try:
+        for branch in (True, False):
+            verifier.check_hint = branch
+            errors[branch] = verifier.denoising_error(cond, drafts, (level,), noise)[:, 0]  # (k,)
+    finally:
+        verifier.check_hint = own
     return (errors[False] / errors[True].clamp(min=1e-12)).tolist()
 
 

@@ -31,7 +31,7 @@ import torch
 
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import DRAFTERS
-from specvideo.video.inputs import VIDEO_SCHEDULES
+from specvideo.video.inputs import VIDEO_SCHEDULES, check_typicality
 from specvideo.video.metrics import METRICS
 
 FAMILIES = ("target", "draft", "first-target", "refine-all", "speculative")
@@ -154,10 +154,7 @@ class BenchVideoConfig:
             if d not in DRAFTERS:
                 raise ValueError(f"unknown drafter {d!r}; choose from {', '.join(DRAFTERS)}")
         _check_sweep(self.thresholds, self.strengths)
-        if not self.check_levels or not all(isinstance(t, int) and 0 <= t < 1000 for t in self.check_levels):
-            raise ValueError(f"check_levels must be timesteps in [0, 1000), got {self.check_levels!r}")
-        if not (isinstance(self.check_center, (int, float)) and self.check_center > 0):
-            raise ValueError(f"check_center must be a number > 0 (inf: one-sided), got {self.check_center!r}")
+        check_typicality(self.check_levels, self.check_center)
         if self.metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
         if self.schedule not in VIDEO_SCHEDULES:

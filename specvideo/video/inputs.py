@@ -78,14 +78,6 @@ def check_settings(c: VideoConfig, output_type: str = "np") -> None:
         ),
         (c.metric in METRICS, f"metric must be one of {METRICS}, got {c.metric!r}"),
         (
-            len(c.check_levels) > 0 and all(_int_at_least(t, 0) and t < 1000 for t in c.check_levels),
-            f"check_levels must be noise levels t in [0, 1000), got {c.check_levels!r}",
-        ),
-        (
-            isinstance(c.check_center, (int, float)) and c.check_center > 0,
-            f"check_center must be a number > 0 (inf: a one-sided check), got {c.check_center!r}",
-        ),
-        (
             isinstance(c.strength, (int, float)) and 0 < c.strength <= 1,
             f"strength must be in (0, 1], got {c.strength!r}",
         ),
@@ -112,6 +104,16 @@ def check_settings(c: VideoConfig, output_type: str = "np") -> None:
         if not ok:
             raise ValueError(message)
     check_threshold(c.tau, c.metric)
+    check_typicality(c.check_levels, c.check_center)
+
+
+def check_typicality(levels: tuple[int, ...], center: float) -> None:
+    """The typicality check's noise levels (timesteps of the T = 1000 training schedule) and its fold
+    (> 0; inf: one-sided): a ValueError naming the bad one. The pipeline and the benchmark share it."""
+    if not levels or not all(_int_at_least(t, 0) and t < 1000 for t in levels):
+        raise ValueError(f"check_levels must be noise levels t in [0, 1000), got {levels!r}")
+    if isinstance(center, bool) or not isinstance(center, (int, float)) or not center > 0:
+        raise ValueError(f"check_center must be a number > 0 (inf: a one-sided check), got {center!r}")
 
 
 def check_threshold(tau: float, metric: str) -> None:

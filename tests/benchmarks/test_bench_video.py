@@ -357,6 +357,10 @@ def test_draft_length_sweep():
     ]
     with pytest.raises(ValueError, match="sweep_draft_frames"):
         config(sweep_draft_frames=(0,))
+    with pytest.raises(ValueError, match="check_levels must be noise levels"):
+        config(check_levels=(1000,))
+    with pytest.raises(ValueError, match="check_center must be a number > 0"):
+        config(check_center=0.0)
     argv = " ".join(argv_of(cfg))  # the report's command reproduces the sweep
     assert f"--num-draft-frames 4 --refine-steps {M} --sweep-draft-frames 8" in argv
 
