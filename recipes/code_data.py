@@ -4,7 +4,7 @@ Real Python source, cut into rows of token ids for the target's tokenizer:
 
 - the files of the fill-in-the-middle workload's packages (``FIM_PACKAGES``) that hold none of its
   benchmark candidates, tuning or held-out;
-- the standard library's train split (``recipes.corpus``; its held-out modules are the
+- the standard library's train split (``benchmarks.text.corpus``; its held-out modules are the
   code workload's prompts);
 - a few other installed pure-Python packages (``EXTRA_PACKAGES``), none of them a benchmark source.
 
@@ -53,8 +53,8 @@ def source_files() -> list[tuple[str, Path]]:
     """(name, path) of every training-eligible source file, sorted by name."""
     import importlib.metadata
 
+    from benchmarks.text.corpus import corpus_files, stdlib_root
     from benchmarks.text.fim import FIM_PACKAGES
-    from recipes.corpus import corpus_files, stdlib_root
 
     excluded = benchmark_files()
     out = [(f"stdlib/{p.relative_to(stdlib_root()).as_posix()}", p) for p in corpus_files("train")]

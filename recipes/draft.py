@@ -2,7 +2,7 @@
 
 The draft is a short Llama with the target's width, its layers initialised from chosen target
 layers, sharing the target's (frozen) token embeddings and tied output projection: only its layers
-and final norm are trained and shipped (``specvideo.text.shared_draft`` puts the target's
+and final norm are trained and shipped (``specvideo.text.models.shared_draft`` puts the target's
 embeddings back at load time). It is distilled on the target's own greedy replies
 (``recipes.draft_data``): cross-entropy against the target's top-K distribution at every
 reply position, over the FR-Spec vocabulary (the ``vocab_size`` most frequent tokens of the data),
@@ -26,8 +26,8 @@ from transformers import LlamaForCausalLM
 
 from recipes.text import lr_warm_cosine
 from specvideo.files import atomic_path
-from specvideo.text.shared_draft import save_shared_draft, shared_draft_from_target
-from specvideo.text.vocab import save_token_ranking, token_ranking
+from specvideo.text.models.shared_draft import save_shared_draft, shared_draft_from_target
+from specvideo.text.models.vocab import save_token_ranking, token_ranking
 
 
 @dataclass(frozen=True)

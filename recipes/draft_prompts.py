@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from recipes.corpus import corpus_files, read_sources
+from benchmarks.text.corpus import corpus_files, read_sources
 
 TOPICS = (
     "recursion",

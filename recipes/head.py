@@ -3,7 +3,7 @@
 Data: the self-distillation shards of ``specvideo train smollm2-draft-data`` (the target's own
 greedy replies to training prompts). ``features`` runs the target once over every row and caches
 its final-normed hidden states (fp16) and its top-K log-probabilities at every position, prompt
-included. ``train`` fits the head (``specvideo.text.head``): at slot j it reads x_j and f_{j-1}
+included. ``train`` fits the head (``specvideo.text.models.head``): at slot j it reads x_j and f_{j-1}
 (zeros at j = 0; noise on the features, as EAGLE does, for drafting on its own predictions) and is
 trained on
 
@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 
 from recipes.draft import _save, data_ranking, load_shards, train_loop
-from specvideo.text.head import DraftHead, load_head, save_head
-from specvideo.text.vocab import save_token_ranking
+from specvideo.text.models.head import DraftHead, load_head, save_head
+from specvideo.text.models.vocab import save_token_ranking
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ def unroll(
     keys (``unroll_mask``). Returns [h^0 .. h^{S-1}], each (B, T, d)."""
     from transformers import DynamicCache
 
-    from specvideo.text.state import forward_kwargs
+    from specvideo.text.runtime.state import forward_kwargs
 
     model = head.llama.model
     cache_name = forward_kwargs(model).cache  # transformers 5: "cache"; 4.x: "past_key_values"
@@ -265,8 +265,8 @@ def chain_acceptance(
     LeanLlama, FR-Spec ``vocab``) drafts k tokens feeding its own features after the first; position
     i counts as accepted when the first i drafted tokens all equal the reply's. Returns, per
     position, accepted / drafted."""
-    from specvideo.text.lean import LeanLlama
-    from specvideo.text.state import CausalLMState
+    from specvideo.text.runtime.lean import LeanLlama
+    from specvideo.text.runtime.state import CausalLMState
 
     lean = LeanLlama(head.llama, vocab, fc=head.fc)
     hits, tries = [0] * k, [0] * k

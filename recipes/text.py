@@ -7,7 +7,7 @@ Stages (each resumable, each logging to <work>/<stage>/log.jsonl):
   draft      a much smaller Llama distilled from the target (KL to the target's logits)
   draft-more further distillation of the saved draft (repeatable: round i logs to draft-more-i)
   draft-vocab  the train split's token ranking beside the draft (the draft stages write it too)
-The held-out modules (recipes.corpus.HELD_OUT_MODULES) are only ever evaluated on.
+The held-out modules (benchmarks.text.corpus.HELD_OUT_MODULES) are only ever evaluated on.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from recipes.corpus import corpus_files, read_sources
+from benchmarks.text.corpus import corpus_files, read_sources
 from specvideo.files import atomic_dir
-from specvideo.text.vocab import save_token_ranking, token_ranking
+from specvideo.text.models.vocab import save_token_ranking, token_ranking
 
 EOS = "<|endoftext|>"
 PAD = "<pad>"

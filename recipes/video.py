@@ -34,9 +34,9 @@ from specvideo.video.data import (
     TRAIN_ONLY_VIDEOS,
     TRAIN_SEEDS,
     RealClips,
+    moving_shapes,
     split_real,
     split_synthetic,
-    moving_shapes,
 )
 from specvideo.video.drafters import FramePredictor, LearnedDrafter
 from specvideo.video.io import frames_to_tensor

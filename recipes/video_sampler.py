@@ -52,12 +52,18 @@ from einops import rearrange
 from recipes.video import Checkpointed, _ema_copy, num_params, run_stage
 from specvideo.files import atomic_dir
 from specvideo.paths import shipped
-from specvideo.video.data import TRAIN_SEEDS, split_synthetic, moving_shapes
+from specvideo.video.data import TRAIN_SEEDS, moving_shapes, split_synthetic
 from specvideo.video.drafters import FlowDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import sharpness_ratio, ssim
 from specvideo.video.real import NativeClips
-from specvideo.video.verifier import DiffusionVerifier, default_scheduler, hint_free, make_scheduler, predict_x0
+from specvideo.video.verifier import (
+    DiffusionVerifier,
+    default_scheduler,
+    hint_free,
+    make_scheduler,
+    predict_x0,
+)
 
 EVAL_TIMESTEPS = (50, 200, 400, 600, 800, 999)
 

@@ -31,8 +31,8 @@ for size in 1.5b 0.5b; do
   # the converted bf16 directory (made on first use) and its tokenizer, as specvideo loads them
   "$PY" - "$size" "$stage" <<'PYEOF'
 import os, shutil, sys
-from specvideo.text.loading import load_tokenizer
-from specvideo.text.models import resolve_model
+from specvideo.text.models.loading import load_tokenizer
+from specvideo.text.models.names import resolve_model
 choice = resolve_model("qwen-coder", "bfloat16")
 src = choice.target if sys.argv[1] == "1.5b" else choice.draft
 for name in ("config.json", "generation_config.json"):  # copies: save_pretrained must not write into src

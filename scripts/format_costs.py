@@ -14,9 +14,9 @@ import time
 
 import torch
 
-from specvideo.text.lean import LeanLlama
-from specvideo.text.loading import load_causal_lm
-from specvideo.text.state import CausalLMState
+from specvideo.text.models.loading import load_causal_lm
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
 
 ROWS = (1, 2, 4, 8, 16)
 
@@ -56,7 +56,7 @@ def main() -> None:
         model = load_causal_lm(args.model, torch.bfloat16)
         lean = LeanLlama(model, invariant=True, weights=None if fmt == "bfloat16" else fmt)
         if fmt != "bfloat16":
-            from specvideo.text.quant import release_layers
+            from specvideo.text.runtime.quant import release_layers
 
             release_layers(model, lean.embed)
         gc.collect()

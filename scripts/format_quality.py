@@ -6,7 +6,7 @@ for llama.cpp on the GGUF file the bf16 directory was converted from,
   validation split (fill in the middle and chat); the share of prompts whose whole continuation is
   the bf16 one, the mean length of the common prefix, and the share of equal tokens by position;
 - perplexity (our formats only) on ``--chunks`` windows of ``--window`` tokens of the held-out
-  standard-library modules (``recipes.corpus``: code no model here was trained on), and on the bf16
+  standard-library modules (``benchmarks.text.corpus``: code no model here was trained on), and on the bf16
   model's own greedy chat replies (how far each format moves from bf16's behaviour; llama.cpp's
   server returns no prompt log-probabilities, and its Q4_K_M weights are what the bf16 directory
   holds, up to bf16 rounding).
@@ -21,14 +21,14 @@ import statistics
 
 import torch
 
+from benchmarks.text.corpus import corpus_files, read_sources
 from benchmarks.text.fim import fim_prompts
 from benchmarks.text.prompts import chat_prompts, code_prompts
 from benchmarks.text.run import encode
-from recipes.corpus import corpus_files, read_sources
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.lean import LeanLlama
-from specvideo.text.models import QWEN_CODER_FILES, qwen_coder_dir, resolve_model
-from specvideo.text.state import CausalLMState
+from specvideo.text.models.names import QWEN_CODER_FILES, qwen_coder_dir, resolve_model
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
 
 FORMATS = ("bfloat16", "int8", "int4")
 
@@ -65,7 +65,7 @@ def code_windows(tokenizer, chunks: int, window: int) -> list[list[int]]:
 
 
 def gguf_file(model: str):
-    from specvideo.text.smollm import gguf_path
+    from specvideo.text.models.smollm import gguf_path
 
     return gguf_path() if model == "smollm2" else qwen_coder_dir() / QWEN_CODER_FILES[0]
 
@@ -97,8 +97,8 @@ def main() -> None:
     code = ("fim", fim_prompts) if args.model == "qwen-coder" else ("code", code_prompts)
     prompts = {w: [encode(p, tok, 32768, args.new_tokens, "cpu")[0].tolist() for p in ps] for w, ps in
                ((code[0], code[1]("heldout", args.prompts)), ("chat", chat_prompts("heldout", args.prompts)))}
-    runners = {"bfloat16": base._lean_target, **{f: LeanLlama(target, invariant=True, weights=f) for f in FORMATS[1:]}}
-    gens = {f: SpeculativeGenerator(target, tok, drafter="none", lean_target=r, invariant=True,
+    runners = {"bfloat16": base.models.target_runner, **{f: LeanLlama(target, invariant=True, weights=f) for f in FORMATS[1:]}}
+    gens = {f: SpeculativeGenerator.from_models(target, tok, drafter="none", lean_target=r, invariant=True,
                                     weights=None if f == "bfloat16" else f) for f, r in runners.items()}
     runs = {(f, w): [greedy(g, ids, args.new_tokens) for ids in ps] for f, g in gens.items() for w, ps in prompts.items()}
     if not args.no_llama_cpp:

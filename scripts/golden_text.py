@@ -45,7 +45,7 @@ PROMPTS = [{"prompt": CODE}, {"prompt": PROSE}, {"messages": [{"role": "user", "
 def scrub(value):
     """The run's record without wall-clock timings (the only part that may change)."""
     if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items() if not k.startswith("time_") and k not in ("seconds", "elapsed_s")}
+        return {k: scrub(v) for k, v in value.items() if not k.startswith("time_") and k not in ("seconds", "elapsed_s", "wall_s")}
     if isinstance(value, list):
         return [scrub(v) for v in value]
     return value

@@ -1,6 +1,6 @@
 """Time one matrix product at M = 1..32 tokens per dtype on this CPU (the curve behind
-``specvideo.text.precision``'s dtype rule), and per weight-only format (int8, int4 over bf16
-activations, ``specvideo.text.quant``): median of 20 calls after 3 warm-ups, 2 threads.
+``specvideo.text.models.precision``'s dtype rule), and per weight-only format (int8, int4 over bf16
+activations, ``specvideo.text.runtime.quant``): median of 20 calls after 3 warm-ups, 2 threads.
 
     python scripts/matmul_costs.py            # a markdown table (docs/BENCHMARKS.md "Text: decode cost per dtype")
 """
@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from specvideo.text.quant import quantize
+from specvideo.text.runtime.quant import quantize
 
 SHAPES = ((49152, 576), (1536, 576), (576, 1536), (8960, 1536), (151936, 1536))  # SmolLM2 head, its MLP; Qwen-1.5B MLP, head
 ROWS = (1, 2, 4, 8, 16, 32)

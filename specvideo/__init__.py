@@ -19,6 +19,8 @@ _EXPORTS = {
     "read_video": "specvideo.video",
     "write_video": "specvideo.video",
     "SpeculativeGenerator": "specvideo.text",
+    "TextModels": "specvideo.text",
+    "TextConfig": "specvideo.text",
     "TextOutput": "specvideo.text",
     "speculate": "specvideo.core",
     "SpecStats": "specvideo.core",

@@ -140,8 +140,8 @@ def own_greedy(gen, prompt: list[int], new_tokens: int) -> list[int]:
     model's; in float32 it equals transformers' generate(), test_greedy_exact)."""
     from specvideo.text import SpeculativeGenerator
 
-    alone = SpeculativeGenerator(
-        gen.target, drafter="none", lean_target=gen._lean_target or False, invariant=gen.invariant,
+    alone = SpeculativeGenerator.from_models(
+        gen.target, drafter="none", lean_target=gen.models.target_runner if gen.models.lean_target else False, invariant=gen.invariant,
         weights=getattr(gen, "weights", None),
     )
     return alone.generate([prompt], max_new_tokens=new_tokens, stop=None).token_ids[0]
@@ -152,7 +152,7 @@ def equal_or_near_tie(gen, prompt: list[int], got: list[int], reference: list[in
     tokens' logits within ``NEAR_TIE``, measured on the float32 target)."""
     import copy
 
-    from specvideo.text.precision import NEAR_TIE, divergence
+    from specvideo.text.models.precision import NEAR_TIE, divergence
 
     if got == reference:
         return True

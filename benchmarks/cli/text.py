@@ -13,7 +13,7 @@ def add(kinds) -> None:
     from benchmarks.text import BENCH_TEXT_DEFAULTS as d
     from benchmarks.text import FAMILIES
     from benchmarks.text.config import PEER_FAMILIES, SPLITS, WORKLOADS
-    from specvideo.text.precision import DTYPES
+    from specvideo.text.models.precision import DTYPES
 
     t = kinds.add_parser(
         "text",

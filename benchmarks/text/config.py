@@ -9,7 +9,7 @@ from benchmarks.text.llama_cpp import LLAMA_MODES
 from benchmarks.text.openvino_peer import OPENVINO_MODES
 from specvideo.core.schedule import SCHEDULES
 from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
-from specvideo.text.precision import DTYPES
+from specvideo.text.models.precision import DTYPES
 
 FAMILIES = ("hf-target", "ours-target", "hf-assisted", "hf-lookup", "ours-draft", "ours-ngram")
 # llama.cpp's server on the same GGUF files (scripts/build_llama_cpp.sh builds it; asked for by name)
@@ -17,9 +17,9 @@ PEER_FAMILIES = ("llama-cpp", "openvino")  # openvino: OpenVINO GenAI on int4 ex
 HF_SCHEDULES = ("constant", "heuristic")  # num_assistant_tokens_schedule values that match ours
 WORKLOADS = ("code", "chat", "fim")  # fim: fill-in-the-middle, for a model with FIM tokens (the code pair)
 SPLITS = ("tuning", "heldout", "test")  # test: third-party sources no choice has read (fim, chat)
-# how our loop runs the target's forwards: LeanLlama ("lean": invariant in bf16, specvideo.text.invariant)
+# how our loop runs the target's forwards: LeanLlama ("lean": invariant in bf16, specvideo.text.runtime.invariant)
 # or on oneDNN pre-packed weights ("packed", float32 only)
-# or on LeanLlama with weight-only int8 / int4 projections ("int8", "int4": invariant, specvideo.text.quant),
+# or on LeanLlama with weight-only int8 / int4 projections ("int8", "int4": invariant, specvideo.text.runtime.quant),
 # beside a dense target for transformers' rows
 VERIFIERS = ("transformers", "lean", "packed", "int8", "int4")
 
@@ -73,7 +73,7 @@ class BenchTextConfig:
     over ``assistant_ks`` for each of ``assistant_schedules``; hf-lookup sweeps ``lookup_ks`` and
     ours-ngram ``ngram_ks`` (empty = the same values, so both lookups are tuned alike).
     verifiers: our methods run the target through transformers and/or LeanLlama
-    ("lean": ``SpeculativeGenerator(lean_target=True)``, rows suffixed "+lean"). repeats: every prompt runs this many times per method (methods interleaved);
+    ("lean": ``TextModels(lean_target=True)``, rows suffixed "+lean"). repeats: every prompt runs this many times per method (methods interleaved);
     speedups are medians over prompts per repeat, reported as the median over repeats and its
     spread.
     """
@@ -117,7 +117,7 @@ class BenchTextConfig:
     decode_repeats: int = 5
     seed: int = 0
     device: str = "cpu"
-    # the models' number format (specvideo.text.precision): auto = bfloat16 where the CPU has bf16
+    # the models' number format (specvideo.text.models.precision): auto = bfloat16 where the CPU has bf16
     # units; every method (transformers' and ours) runs the same weights in it
     dtype: str = "auto"
     report: str = "docs/BENCHMARKS.md"
@@ -183,7 +183,7 @@ class BenchTextConfig:
     @property
     def head_dir(self) -> str:
         from specvideo.paths import shipped
-        from specvideo.text.models import QWEN_CODER_HEAD
+        from specvideo.text.models.names import QWEN_CODER_HEAD
 
         return self.head or str(shipped(QWEN_CODER_HEAD if self.pair == "qwen-coder" else "smollm2-head"))
 

@@ -66,13 +66,13 @@ def build_methods(
     (``head``: the draft head the head drafters run)."""
     from specvideo.text import SpeculativeGenerator
     from specvideo.text.config import HEAD_DRAFTERS, SELF_DRAFTERS
-    from specvideo.text.drafter_registry import spec_of
+    from specvideo.text.drafting.registry import spec_of
 
     n, top_p = config.max_new_tokens, config.top_p
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
     methods: list[Method] = []
-    from specvideo.text.lean import LeanLlama
-    from specvideo.text.precision import LEAN_MODEL_TYPES, WEIGHT_ONLY
+    from specvideo.text.models.precision import LEAN_MODEL_TYPES, WEIGHT_ONLY
+    from specvideo.text.runtime.lean import LeanLlama
 
     llama = target.config.model_type in LEAN_MODEL_TYPES  # LeanLlama runs it
     float32 = target.dtype == torch.float32
@@ -85,7 +85,7 @@ def build_methods(
     # target stays for transformers' rows
     runners.update({v: LeanLlama(target, invariant=True, weights=v) for v in WEIGHT_ONLY if v in config.verifiers and llama})
     # packed on another model (Qwen2): transformers' own forwards of the target and the draft on
-    # pre-packed linear weights (SpeculativeGenerator(packed=True))
+    # pre-packed linear weights (TextModels(packed=True))
     verifiers = [
         (v, runners.get(v, False))
         for v in config.verifiers
@@ -102,7 +102,7 @@ def build_methods(
             weights = verifier if verifier in WEIGHT_ONLY else None
             if copy and (weights == copy or not llama):  # a self drafter's copy would be the target itself
                 continue
-            gen = SpeculativeGenerator(
+            gen = SpeculativeGenerator.from_models(
                 target, tokenizer, lean_target=lean_target, packed=packed,
                 invariant=bool(lean_target) and (not float32 or weights is not None), weights=weights, **kwargs
             )
@@ -206,11 +206,11 @@ def gguf_files(config: BenchTextConfig):
     """(target GGUF, draft GGUF or None) of the benchmarked model: the default SmolLM2's file, or
     the code pair's two files."""
     if config.pair == "qwen-coder":
-        from specvideo.text.models import QWEN_CODER_FILES, qwen_coder_dir
+        from specvideo.text.models.names import QWEN_CODER_FILES, qwen_coder_dir
 
         return tuple(qwen_coder_dir() / name for name in QWEN_CODER_FILES)
     if config.target is None:
-        from specvideo.text.smollm import gguf_path
+        from specvideo.text.models.smollm import gguf_path
 
         return gguf_path(), None
     raise ValueError("llama.cpp rows run the default target's or the code pair's GGUF files (no --target DIR)")

@@ -1,7 +1,7 @@
 """The benchmark's prompts: two workloads, each with a tuning and a held-out split (fim and chat a
 test split too, from third-party packages: ``benchmarks.text.fim``).
 
-code: completing functions of the held-out stdlib modules (``recipes.corpus``), which
+code: completing functions of the held-out stdlib modules (``benchmarks.text.corpus``), which
 no model of this project was trained on; even candidates are the tuning split, odd ones held out.
 chat: instructions written for this benchmark (how-to, explanation, code request, short writing),
 sent through the target's chat template. The draft's training prompts are generated from
@@ -98,7 +98,7 @@ def evenly_spaced(items: list, n: int) -> list:
 
 
 def function_candidates(root: Path | None = None, **limits) -> list[BenchPrompt]:
-    from recipes.corpus import corpus_files, stdlib_root
+    from benchmarks.text.corpus import corpus_files, stdlib_root
 
     root = root or stdlib_root()
     out, seen = [], set()

@@ -22,9 +22,9 @@ from benchmarks.text.methods import CallCounter, build_methods
 from benchmarks.text.prompts import BenchPrompt, load_prompts_jsonl
 from benchmarks.text.results import BenchResults, aggregate, assistant_settings, tie_margins
 from benchmarks.text.workloads import workload_prompts
-from specvideo.text.packing import packed_linears
-from specvideo.text.precision import WEIGHT_ONLY
-from specvideo.text.state import context_length
+from specvideo.text.models.loading import context_length
+from specvideo.text.models.precision import WEIGHT_ONLY
+from specvideo.text.runtime.packing import packed_linears
 
 
 def run_benchmark(
@@ -152,10 +152,10 @@ def load_models(config: BenchTextConfig):
     """(target, draft or None, tokenizer): from the config's directories, or the default pair."""
     from specvideo.text import SpeculativeGenerator
 
-    if config.pair is not None:  # a named pair: its converted directories (``specvideo.text.models``)
+    if config.pair is not None:  # a named pair: its converted directories (``specvideo.text.models.names``)
         from dataclasses import replace
 
-        from specvideo.text.models import resolve_model
+        from specvideo.text.models.names import resolve_model
 
         choice = resolve_model(config.pair, config.dtype, config.device)
         config = replace(config, target=choice.target, draft=config.draft or choice.draft, pair=None)
@@ -214,7 +214,7 @@ def load_bench_head(config: BenchTextConfig, target):
     """The draft head of the head drafters, on the target's embeddings (None when none runs)."""
     if not config.needs_head:
         return None
-    from specvideo.text.head import is_draft_head, load_head
+    from specvideo.text.models.head import is_draft_head, load_head
 
     if not is_draft_head(config.head_dir):
         raise ValueError(f"the head drafters need a draft head: {config.head_dir!r} is none (pass --head DIR)")
@@ -225,7 +225,7 @@ def draft_vocabularies(config: BenchTextConfig, vocab_size: int) -> dict[str, to
     """The token ids of each "lean@N" / "hybrid@N" / "head@N" drafter, from the ranking saved
     beside the draft (the head's, for the head drafters)."""
     from specvideo.text.config import HEAD_DRAFTERS
-    from specvideo.text.vocab import draft_vocabulary, load_token_ranking
+    from specvideo.text.models.vocab import draft_vocabulary, load_token_ranking
 
     specs = {spec: parse_drafter(spec) for spec in config.drafters if "ours-draft" in config.methods}
     out = {}
@@ -244,7 +244,7 @@ def draft_vocabularies(config: BenchTextConfig, vocab_size: int) -> dict[str, to
 
 def _default_draft_dir() -> str:
     from specvideo.paths import shipped
-    from specvideo.text.generator import DEFAULT_DRAFT
+    from specvideo.text.text_models import DEFAULT_DRAFT
 
     return str(shipped(*DEFAULT_DRAFT))
 
@@ -266,8 +266,8 @@ def decode_costs(
     ``TREE_WIDTHS`` tokens (a tree of n - 1 nodes below its root costs an n-token forward); a draft
     ``head``: "head_lean@N" per token, fed its own features. The models take turns within each
     repeat, so a drift in the machine's speed reaches all of them alike."""
-    from specvideo.text.lean import LeanLlama
-    from specvideo.text.precision import LEAN_MODEL_TYPES
+    from specvideo.text.models.precision import LEAN_MODEL_TYPES
+    from specvideo.text.runtime.lean import LeanLlama
 
     models = {f"target@{n}": (target, n) for n in TARGET_WIDTHS}
     packing = None
@@ -314,7 +314,7 @@ def decode_costs(
 def _forward_ms(model, prompt: torch.Tensor, width: int, steps: int) -> float:
     """Mean time of ``steps`` forwards of ``width`` tokens over the cache after a prefill of
     ``prompt`` (1, T), each rolled back (as a rejected draft is)."""
-    from specvideo.text.state import CausalLMState
+    from specvideo.text.runtime.state import CausalLMState
 
     head = getattr(model, "fc", None) is not None  # a draft head reads a feature beside each token
     d = model.config.hidden_size

@@ -80,7 +80,7 @@ def _run_smollm2_data(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from recipes.draft_data import DataConfig, run_data
-    from specvideo.text.smollm import smollm2_dir
+    from specvideo.text.models.smollm import smollm2_dir
 
     cfg = replace(
         DataConfig(),
@@ -100,7 +100,7 @@ def _run_smollm2_draft(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from recipes.draft import DraftConfig, train
-    from specvideo.text.smollm import smollm2_dir
+    from specvideo.text.models.smollm import smollm2_dir
 
     cfg = replace(
         DraftConfig(), work=args.work, steps=args.steps, max_minutes=args.max_minutes, threads=args.threads
@@ -113,7 +113,7 @@ def _run_smollm2_export(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from recipes.draft import DraftConfig, export
-    from specvideo.text.smollm import smollm2_dir
+    from specvideo.text.models.smollm import smollm2_dir
 
     print(export(replace(DraftConfig(), work=args.work, out=args.out), str(smollm2_dir())))
     return 0

@@ -70,14 +70,14 @@ def _add_head(kinds, name: str) -> None:
 def head_target(name: str):
     """The target a head is trained on, as it verifies: SmolLM2 in float32 (its recipe's), the code
     pair's 1.5B in the dtype ``auto`` picks on this machine (its bf16 conversion here)."""
-    from specvideo.text.loading import load_causal_lm
+    from specvideo.text.models.loading import load_causal_lm
 
     if name == "smollm2":
-        from specvideo.text.smollm import smollm2_dir
+        from specvideo.text.models.smollm import smollm2_dir
 
         return load_causal_lm(str(smollm2_dir())).eval()
-    from specvideo.text.models import resolve_model
-    from specvideo.text.precision import resolve_dtype
+    from specvideo.text.models.names import resolve_model
+    from specvideo.text.models.precision import resolve_dtype
 
     dtype = resolve_dtype("auto", "cpu", architecture="qwen2")
     return load_causal_lm(resolve_model("qwen-coder", dtype).target, dtype).eval()
@@ -85,7 +85,7 @@ def head_target(name: str):
 
 def _run_head(args: argparse.Namespace) -> int:
     from recipes.head import compute_features, head_config, train
-    from specvideo.text.head import is_draft_head
+    from specvideo.text.models.head import is_draft_head
 
     if args.init_head and not is_draft_head(args.init_head):
         raise ValueError(
@@ -118,8 +118,8 @@ def _run_head_eval(args: argparse.Namespace) -> int:
     import torch
 
     from recipes.head import chain_acceptance
-    from specvideo.text.head import load_head
-    from specvideo.text.vocab import ranked_vocabulary
+    from specvideo.text.models.head import load_head
+    from specvideo.text.models.vocab import ranked_vocabulary
 
     torch.set_num_threads(args.threads)
     target = head_target(args.target).float()
@@ -164,7 +164,7 @@ def _run_code_data(args: argparse.Namespace) -> int:
     )
     from transformers import AutoTokenizer
 
-    from specvideo.text.models import resolve_model
+    from specvideo.text.models.names import resolve_model
 
     target_dir = resolve_model("qwen-coder", "auto").target
     tokenizer = AutoTokenizer.from_pretrained(target_dir)

@@ -25,8 +25,8 @@ from specvideo.app.common import (
 )
 from specvideo.app.config import AppConfig
 from specvideo.core.types import SpecStats, Step
-from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator, TextConfig
-from specvideo.text.config import HEAD_DRAFTERS, LEAN_DRAFTERS
+from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator, TextConfig, TextModels
+from specvideo.text.config import HEAD_DRAFTERS
 
 ACCEPTED, CORRECTION, BONUS = "accepted draft", "target correction", "bonus token"
 COLORS = {ACCEPTED: "#4caf50", CORRECTION: "#f44336", BONUS: "#2196f3"}
@@ -46,59 +46,43 @@ EXAMPLES = [
 
 
 @cached
-def load_pair(target_dir: str, draft_dir: str, dtype: str = "auto") -> SpeculativeGenerator:
-    """The Text tab's target and draft in ``dtype``, loaded once per process; every request reuses
-    the weights. Empty paths load the library's default pair (SmolLM2-135M-Instruct and its trained
-    draft)."""
+def load_models(target_dir: str, draft_dir: str, dtype: str = "auto") -> TextModels:
+    """The Text and Chat tabs' models in ``dtype``, loaded once per process; every request builds a
+    cheap generator over them. Empty paths load the library's default pair (SmolLM2-135M-Instruct
+    and its trained draft), to which the draft head is added on first use (``with_head``)."""
     if not target_dir:
-        return SpeculativeGenerator.from_pretrained(drafter="hybrid", dtype=dtype)
-    drafter = "hybrid" if draft_dir else "ngram"
-    return SpeculativeGenerator.from_pretrained(target_dir, draft_dir or None, drafter=drafter, dtype=dtype)
+        return TextModels.from_pretrained(drafter="hybrid", dtype=dtype)
+    return TextModels.from_pretrained(target_dir, draft_dir or None, dtype, drafter="hybrid" if draft_dir else "ngram")
 
 
-@cached
-def load_head_on(target_dir: str, dtype: str = "auto"):
-    """(the shipped draft head on the default target's embeddings, its FR-Spec vocabulary)."""
+def with_head(models: TextModels, target_dir: str) -> TextModels:
+    """``models`` with the shipped draft head on the default target's features (loaded once)."""
     from specvideo.paths import shipped
-    from specvideo.text.generator import DEFAULT_HEAD
-    from specvideo.text.head import load_head
-    from specvideo.text.vocab import ranked_vocabulary
+    from specvideo.text.models.head import load_head
+    from specvideo.text.models.vocab import load_token_ranking
+    from specvideo.text.text_models import DEFAULT_HEAD
 
     check(not target_dir, "the draft head is trained for the default target (SmolLM2): use another drafter")
-    base = load_pair(target_dir, "", dtype)
-    head_dir = shipped(*DEFAULT_HEAD)
-    V = base.target.config.vocab_size
-    return load_head(head_dir, base.target), ranked_vocabulary(head_dir, TEXT_DEFAULTS.draft_vocab_size, V)
+    if models.head is None:
+        head_dir = shipped(*DEFAULT_HEAD)
+        models.head, models.head_ranking = load_head(head_dir, models.target).eval(), load_token_ranking(head_dir)
+    return models
 
 
 def make_generator(config: AppConfig, drafter: str, k: int) -> SpeculativeGenerator:
     """A generator over the cached models: "model" (run lean when the draft is a Llama), "hybrid"
     (prompt lookup, else the lean draft), "head-hybrid" / "head-hybrid-tree" (prompt lookup, else
     the draft head's chain / tree; the default target only), "ngram", or "none" (target-only). The
-    lean drafters use the FR-Spec vocabulary ``from_pretrained`` chose."""
-    base = load_pair(config.text_target, config.text_draft, config.text_dtype)
-    check(base.tokenizer is not None, "the text target model has no tokenizer")
+    lean drafters propose the FR-Spec vocabulary of the ranking beside their model."""
+    models = load_models(config.text_target, config.text_draft, config.text_dtype)
+    check(models.tokenizer is not None, "the text target model has no tokenizer")
     if drafter in HEAD_DRAFTERS:
-        head, vocab = load_head_on(config.text_target, config.text_dtype)
-        return SpeculativeGenerator(
-            base.target, base.tokenizer, head, drafter=drafter, num_draft_tokens=k, device=base.device,
-            draft_vocab=vocab, lean_target=base._lean_target or False,
-        )
+        with_head(models, config.text_target)
     if drafter in ("model", "hybrid"):
-        check(base.draft is not None, "the text target has no draft model: use the n-gram drafter")
-    if drafter == "model" and base.draft.config.model_type == "llama":
+        check(models.draft is not None, "the text target has no draft model: use the n-gram drafter")
+    if drafter == "model" and models.draft.config.model_type == "llama":
         drafter = "lean"
-    vocab = base._lean.vocab if drafter in LEAN_DRAFTERS and base._lean is not None else None
-    return SpeculativeGenerator(
-        base.target,
-        base.tokenizer,
-        base.draft if drafter != "ngram" and drafter != "none" else None,
-        drafter=drafter,
-        num_draft_tokens=k,
-        device=base.device,
-        draft_vocab=vocab,
-        lean_target=base._lean_target or False,  # the target's runner the default pair was loaded with
-    )
+    return SpeculativeGenerator(models, TEXT_DEFAULTS, drafter=drafter, num_draft_tokens=k)
 
 
 def origins(step: Step) -> list[str]:

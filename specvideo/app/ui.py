@@ -12,7 +12,7 @@ from specvideo.app.chat_tab import ChatPanel
 from specvideo.app.config import AppConfig, from_env
 from specvideo.app.text_tab import TextTab
 from specvideo.app.video_tab import VideoTab
-from specvideo.text.precision import DTYPES
+from specvideo.text.models.precision import DTYPES
 
 INTRO = """# specvideo: speculative generation
 A cheap drafter proposes k items ahead, an expensive model checks them all in one batched pass;

@@ -45,8 +45,8 @@ def add_seed_and_device(
 
 
 def add_dtype(p: argparse.ArgumentParser) -> None:
-    """--dtype and --exact of the text commands (specvideo.text.precision says what each means)."""
-    from specvideo.text.precision import DTYPES
+    """--dtype and --exact of the text commands (specvideo.text.models.precision says what each means)."""
+    from specvideo.text.models.precision import DTYPES
 
     p.add_argument(
         "--dtype",

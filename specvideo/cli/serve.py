@@ -37,14 +37,8 @@ def add(commands) -> None:
         "--max-batch",
         type=int,
         default=4,
-        help="requests decoded together at most (arrival batching: greedy ones that arrive together)",
-    )
-    p.add_argument(
-        "--batching",
-        choices=("continuous", "arrival"),
-        default="continuous",
-        help="continuous: a request joins the running batch at its next round and leaves it when done; "
-        "arrival: requests that arrive together run as one batch to its end",
+        help="requests decoded together at most: a request joins the running batch at its next round "
+        "and leaves it when done",
     )
     p.add_argument(
         "--max-tokens",
@@ -74,7 +68,7 @@ def add(commands) -> None:
 def load(args: argparse.Namespace):
     """(generator, model name) for --model / --draft / --ngram / --drafter."""
     from specvideo.text import SpeculativeGenerator
-    from specvideo.text.models import model_name
+    from specvideo.text.models.names import model_name
 
     draft = None if args.ngram else args.draft
     config = TEXT_DEFAULTS.updated(drafter="ngram" if args.ngram else args.drafter)
@@ -102,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     from specvideo.errors import first_line
     from specvideo.serve import Engine, create_app
-    from specvideo.text.models import check_model, model_name
+    from specvideo.text.models.names import check_model, model_name
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be in 1..65535, got {args.port}")
@@ -116,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     name = args.name or model_name(args.model)
     engine = Engine(
         None, name, max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens,
-        prompt_cache_bytes=args.prompt_cache_mb << 20, batching=args.batching,
+        prompt_cache_bytes=args.prompt_cache_mb << 20,
     )
     server = uvicorn.Server(
         uvicorn.Config(create_app(engine, args.api_key), host=args.host, port=args.port, log_level="warning")
@@ -132,8 +126,6 @@ def run(args: argparse.Namespace) -> int:
             server.should_exit = True
             return
         engine.attach(gen)
-        if engine.max_batch < args.max_batch:  # arrival batching with a tree drafter
-            print(f"--drafter {gen.drafter_name} verifies one request at a time: --max-batch 1", file=sys.stderr)
         print(f"ready: {name} ({gen.drafter_name} drafter)", flush=True)
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)

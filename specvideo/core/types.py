@@ -25,7 +25,7 @@ class Draft:
              e.g. an n-gram lookup without a match); positions >= lengths[b] are padding.
     q:       (B, k, V) draft probabilities the items were sampled from, or None for greedy /
              deterministic drafters.
-    tree:    a token tree (``specvideo.core.tree.TokenTree``, batch 1) when the items are its n
+    tree:    a token tree (``specvideo.text.tree.TokenTree``, batch 1) when the items are its n
              nodes rather than a chain; None for a chain.
     """
 

@@ -36,8 +36,8 @@ from specvideo.serve.protocol import (
     new_id,
 )
 from specvideo.serve.requests import Trace, job_events, submit
+from specvideo.text.models.loading import context_length
 from specvideo.text.prompts import FIM_TOKENS, chat_ids, fim_ids
-from specvideo.text.state import context_length
 
 DEFAULT_CHAT_TOKENS = 512
 MAX_BODY_BYTES = 4 << 20  # 4 MiB: far past any context these models hold

@@ -1,16 +1,12 @@
 """The serving engine: one worker thread that runs the shared speculative loop for queued requests.
 
-Requests wait in a bounded queue (``max_queue``; a full queue is refused with 429). Two ways to
-batch them (``batching``):
-
-- "continuous" (the default): the worker runs one ``BatchRun`` (``specvideo.text.batching``); a
-  request that arrives while it decodes joins it at the next round (prefilled on its own first,
-  through the prompt cache), up to ``max_batch`` rows, and a row leaves as soon as it finishes, is
-  cut by a stop sequence or its client goes away. Greedy and sampled rows mix, each with its own
-  temperature, top-k / top-p and seed, and each decodes the tokens it would decode alone.
-- "arrival": the worker takes the oldest request; a greedy one gathers the greedy requests that
-  arrived with it (within ``batch_window_s``, up to ``max_batch``) into one ragged batch that runs
-  to its end; a sampled request runs alone with its own seeded generator.
+Requests wait in a bounded queue (``max_queue``; a full queue is refused with 429). The worker
+batches them continuously: it runs one ``BatchRun`` (``specvideo.text.batching``); a request that
+arrives while it decodes joins it at the next round (prefilled on its own first, through the prompt
+cache), up to ``max_batch`` rows, and a row leaves as soon as it finishes, is cut by a stop sequence
+or its client goes away. Greedy and sampled rows mix, each with its own temperature, top-k / top-p
+and seed, and each decodes the tokens it would decode alone. A request for no tokens is a warm-up:
+its prompt is prefilled into the prompt cache, nothing is generated.
 
 Each request receives ``Piece`` events as its text grows (held back while it could still become a
 stop sequence, cut at the first one), then one ``Done`` (or ``Failed``): ``specvideo.serve.jobs``.
@@ -18,7 +14,7 @@ stop sequence, cut at the first one), then one ``Done`` (or ``Failed``): ``specv
 ``state`` tells the truth about serving: "loading" until ``attach`` hands over the generator,
 "ready" while the worker thread runs, "failed" once loading failed or the worker died (every job it
 held or that waits is then answered 503). Refusals carry ``Retry-After``: the seconds the queue ahead
-should take, from the mean wall time of recent requests (continuous) or batches (arrival).
+should take, from the mean wall time of recent requests.
 """
 
 from __future__ import annotations
@@ -28,14 +24,11 @@ import queue
 import threading
 import time
 
-import torch
-
 from specvideo.errors import first_line
 from specvideo.serve.jobs import Done, Failed, Job, JobRow, Piece
 from specvideo.serve.protocol import APIError
 
-__all__ = ["BATCHING", "Done", "Engine", "Failed", "Job", "Piece"]
-BATCHING = ("continuous", "arrival")
+__all__ = ["Done", "Engine", "Failed", "Job", "Piece"]
 
 
 class Engine:
@@ -45,41 +38,32 @@ class Engine:
         model_name: str,
         max_queue: int = 16,
         max_batch: int = 4,
-        batch_window_s: float = 0.02,
         max_tokens: int | None = None,
         prompt_cache_bytes: int = 512 << 20,
-        batching: str = "continuous",
     ):
         """generator: a SpeculativeGenerator, or None while it loads (``attach`` it then).
         max_tokens: the most tokens one request may generate (a larger ask is cut to it).
         prompt_cache_bytes: the memory bound of the keys and values kept of recent prompts
-        (``specvideo.text.prompt_cache``; 0: none kept).
-        batching: "continuous" or "arrival" (the module's docstring)."""
-        if batching not in BATCHING:
-            raise ValueError(f"batching must be one of {', '.join(BATCHING)}, got {batching!r}")
+        (``specvideo.text.runtime.prompt_cache``; 0: none kept)."""
         if max_queue < 1 or max_batch < 1:
             raise ValueError(f"max_queue and max_batch must be >= 1, got {max_queue} and {max_batch}")
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
-        self.model_name, self.max_tokens, self.batching = model_name, max_tokens, batching
+        self.model_name, self.max_tokens, self.max_batch = model_name, max_tokens, max_batch
         self.prompt_cache_bytes = prompt_cache_bytes
-        self.max_batch, self.batch_window_s = max_batch, batch_window_s
         self.queue: queue.Queue[Job] = queue.Queue(maxsize=max_queue)
         self.batches: list[int] = []  # the size of every batch run: what concurrency bought
         self.generator, self.error, self._thread = None, None, None
-        self.batch_seconds = 1.0  # running mean wall time of a batch (Retry-After)
+        self.batch_seconds = 1.0  # running mean wall time of a request (Retry-After)
         self.round_ms = None  # running mean wall time of a continuous batch's round
         if generator is not None:
             self.attach(generator)
 
     def attach(self, generator) -> None:
-        """Start serving with ``generator`` (the end of loading). A drafter that verifies one row
-        at a time (its spec's ``one_row``: token trees) gets batches of one."""
-        from specvideo.text.prompt_cache import PromptCache
+        """Start serving with ``generator`` (the end of loading; a tree drafter's batch drafts
+        with its chain, ``specvideo.text.batching``)."""
+        from specvideo.text.runtime.prompt_cache import PromptCache
 
-        spec = getattr(generator, "drafter_spec", None)
-        if self.batching == "arrival" and spec is not None and spec.one_row:
-            self.max_batch = 1  # (a continuous batch drafts with the tree's chain instead)
         if self.prompt_cache_bytes and getattr(generator, "prompt_cache", False) is None:
             generator.prompt_cache = PromptCache(self.prompt_cache_bytes)
         self.generator = generator
@@ -132,23 +116,8 @@ class Engine:
         held: list[Job] = []
         try:
             while True:
-                batch, later = [self.queue.get()], []
-                held = batch
-                if self.batching == "continuous":
-                    self._continuous(batch[0], held)
-                    held = []
-                    continue
-                if batch[0].greedy and self.max_batch > 1:
-                    deadline = time.monotonic() + self.batch_window_s
-                    while len(batch) < self.max_batch and (left := deadline - time.monotonic()) > 0:
-                        try:
-                            job = self.queue.get(timeout=left)
-                        except queue.Empty:
-                            break
-                        (batch if job.greedy else later).append(job)  # a sampled request runs alone, next
-                held = batch + later
-                for jobs in [batch, *([j] for j in later)]:
-                    self._run([j for j in jobs if not j.cancelled.is_set()])
+                held = [self.queue.get()]
+                self._continuous(held[0], held)
                 held = []
         except BaseException as err:  # the worker dies: nobody waiting is left without an answer
             self.error = f"its worker thread stopped ({first_line(err) or type(err).__name__})"
@@ -206,7 +175,7 @@ class Engine:
         if job.cancelled.is_set():
             return None
         if job.max_tokens == 0:  # a warm-up: prefill into the prompt cache, nothing to generate
-            self._run([job])
+            self._warm(job)
             return None
         row = JobRow(job, time.monotonic())
         try:
@@ -223,7 +192,7 @@ class Engine:
         if job.cancelled.is_set():
             return 0
         if job.max_tokens == 0:
-            self._run([job])
+            self._warm(job)
             return 0
         row = JobRow(job, time.monotonic())
         try:
@@ -253,69 +222,22 @@ class Engine:
             text = text.rstrip("\ufffd")  # a multi-byte character still arriving
         row.update(text, final, eos, len(tokens), speculative)
 
-    def _run(self, jobs: list[Job]) -> None:
-        if not jobs:
-            return
-        self.batches.append(len(jobs))
-        start = time.monotonic()
+    def _warm(self, job: Job) -> None:
+        """A request for no tokens: prefill its prompt into the prompt cache (when it asks for the
+        cache) and answer it with the empty text."""
+        g, cache = self.generator, self.generator.prompt_cache
+        self.batches.append(1)
+        if not job.cache_prompt:
+            g.prompt_cache = None  # for this call (the worker runs one at a time)
         try:
-            self._generate(jobs)
-            self.batch_seconds = 0.8 * self.batch_seconds + 0.2 * (time.monotonic() - start)
-        except Exception as err:  # noqa: BLE001 - every waiting client gets an answer
-            error = (
-                err
-                if isinstance(err, APIError)
-                else APIError(500, f"generation failed: {first_line(err)}", "server_error")
-            )
-            for job in jobs:
-                job.events.put(Failed(error))
-
-    def _generate(self, jobs: list[Job]) -> None:
-        g, first = self.generator, jobs[0]
-        seeded = torch.Generator().manual_seed(
-            first.seed if first.seed is not None else int(time.time_ns() % 2**31)
-        )
-        prompt = [j.prompt_ids for j in jobs] if len(jobs) > 1 else first.prompt_ids
-        start = time.monotonic()
-        cache = getattr(g, "prompt_cache", None)
-        if cache is not None and not all(j.cache_prompt for j in jobs):
-            g.prompt_cache = None  # for this run (the worker runs one at a time)
-        try:
-            run = self._start(g, prompt, jobs, seeded)
+            run = g.start(job.prompt_ids, max_new_tokens=0)
+            if g.prompt_cache is not None:
+                run.prefill()
+            self._update(JobRow(job, time.monotonic(), run.cached_tokens), [], True, False, _speculative(run.stats, 1))
+        except Exception as err:  # noqa: BLE001 - the client gets an answer
+            job.events.put(Failed(_failure(err)))
         finally:
-            if cache is not None:
-                g.prompt_cache = cache
-        if all(j.max_tokens == 0 for j in jobs) and g.prompt_cache is not None and first.cache_prompt:
-            run.prefill()  # a warm-up (n_predict 0): prefill, so the prompt is cached
-        rows = [JobRow(j, start, run.cached_tokens) for j in jobs]
-        for _ in run.steps():
-            self._report(rows, run)
-            if all(r.done or r.job.cancelled.is_set() for r in rows):
-                return
-        self._report(rows, run, end=True)
-
-    @staticmethod
-    def _start(g, prompt, jobs: list[Job], seeded):
-        first = jobs[0]
-        return g.start(
-            prompt,
-            max_new_tokens=max(j.max_tokens for j in jobs),
-            temperature=first.temperature,
-            top_k=None if first.greedy else first.top_k,
-            top_p=None if first.top_p >= 1 else first.top_p,
-            generator=None if first.greedy else seeded,
-        )
-
-    def _report(self, rows: list[JobRow], run, end: bool = False) -> None:
-        speculative = _speculative(run.stats, len(rows))
-        for b, row in enumerate(rows):
-            if row.done:
-                continue
-            out = run.row_output(b)
-            tokens = out.token_ids[: row.job.max_tokens]
-            eos = out.eos and len(tokens) == len(out.token_ids)  # a row stops at its first stop id
-            final = end or eos or len(tokens) >= row.job.max_tokens or out.finished
-            self._update(row, tokens, final, eos, speculative)
+            g.prompt_cache = cache
 
 
 def _speculative(stats, batch_size: int) -> dict:

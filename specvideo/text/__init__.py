@@ -1,10 +1,11 @@
 """Speculative LLM text generation on the shared core."""
 
 from specvideo.text.config import TEXT_DEFAULTS, TextConfig
-from specvideo.text.drafters import ModelDrafter, NGramDrafter, NullDrafter
+from specvideo.text.drafting.drafters import ModelDrafter, NGramDrafter, NullDrafter
 from specvideo.text.generator import SpeculativeGenerator, TextOutput
-from specvideo.text.loading import load_causal_lm
+from specvideo.text.models.loading import load_causal_lm
 from specvideo.text.sampling import SamplingConfig
+from specvideo.text.text_models import TextModels
 from specvideo.text.verifier import TargetVerifier
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "SpeculativeGenerator",
     "TargetVerifier",
     "TextConfig",
+    "TextModels",
     "TextOutput",
     "load_causal_lm",
 ]

@@ -30,11 +30,12 @@ from typing import Any
 import torch
 
 from specvideo.core.types import SpecStats, Step
-from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter
-from specvideo.text.generation import RowOutput, Run, accept_rule, check_context, row_output
+from specvideo.text.drafting.drafters import HybridDrafter, NGramDrafter
+from specvideo.text.drafting.registry import spec_of
+from specvideo.text.generation import RowOutput, row_output
 from specvideo.text.prompts import encode_prompt
+from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig, to_probs
-from specvideo.text.state import CausalLMState, context_length
 from specvideo.text.verifier import TargetVerifier
 
 
@@ -130,7 +131,7 @@ class RowVerifier(TargetVerifier):
         """Append a batch-1 state whose pending token is the request's ``first`` as the last row;
         the row may end at once (an end-of-sequence first token, a budget of 1)."""
         self.state.admit(row)
-        self.prompt_lengths.append(len(request.prompt_ids))
+        self.prompts.append(list(request.prompt_ids))
         self.outputs.append([])
         self.budgets.append(request.max_new_tokens)
         self.active = torch.cat([self.active, torch.tensor([True])])
@@ -141,7 +142,7 @@ class RowVerifier(TargetVerifier):
     def compact(self) -> list[int]:
         """Drop the finished rows from the numbering; returns the kept rows' former numbers."""
         kept = self.state.compact().tolist()
-        self.prompt_lengths = [self.prompt_lengths[b] for b in kept]
+        self.prompts = [self.prompts[b] for b in kept]
         self.outputs = [self.outputs[b] for b in kept]
         self.budgets = [self.budgets[b] for b in kept]
         self.active = self.active[kept]
@@ -155,39 +156,22 @@ class BatchRun:
     """A speculative run whose rows come and go: ``admit`` a request between rounds (iterating
     ``steps()``), ``finish`` rows a caller ends, ``tags`` keeps each row's caller object.
 
-    generator: a ``SpeculativeGenerator`` (its target, drafter, schedule and prompt cache)."""
+    generator: a ``SpeculativeGenerator``; the run is opened by its ``open``, as every run is."""
 
     def __init__(self, generator, first: RowRequest, tag: Any = None):
         g = self.g = generator
         self.sampler = RowSampler()
         self.name = g.drafter_spec.chain or g.drafter_name
-        self.prompts: list[list[int]] = []
-        self.tags: list[Any] = []
+        self.tags: list[Any] = [tag]
         encoded = self._encode(first)
-        runner = g._lean_target if g._lean_target is not None else g.target
-        self.verifier = RowVerifier(runner, self.sampler, first.max_new_tokens, g._eos_ids())
-        seeded = torch.Generator().manual_seed(first.seed)
-        drafter = g._make_drafter(first.sampling, seeded, self.verifier, 1, name=self.name)
-        with g._packed():
-            for part in (self.verifier, drafter):
-                part.start(encoded.input_ids, encoded.attention_mask)
-        self.verifier.followers.append(drafter)
-        self.drafter = drafter
-        self.cached_tokens = self._prompt_cache(first, encoded, self.verifier.state)
-        self._couple(drafter)
-        self.sampler.admit(first.sampling, first.seed)
-        self.prompts.append(first.prompt_ids)
-        self.tags.append(tag)
-        self.run = Run(
-            drafter=self,  # rounds ask this run, whose drafter may change when a row joins
-            verifier=self.verifier,
-            accept=accept_rule(SamplingConfig(), None),
-            schedule=g._schedule(),
-            stats=SpecStats(),
-            prompt=encoded,
-            packing=g._packed,
-            cached_tokens=self.cached_tokens,
+        self.verifier = RowVerifier(g.models.target_runner, self.sampler, first.max_new_tokens, g.models.eos_ids())
+        self.run = g.open(
+            encoded, self.verifier, first.sampling, torch.Generator().manual_seed(first.seed),
+            drafter=self.name, cache_prompt=first.cache_prompt, row_sampler=self.sampler,
         )
+        self.drafter, self.run.drafter = self.run.drafter, self  # rounds ask this run: its drafter may change
+        self.cached_tokens = self.run.cached_tokens
+        self.sampler.admit(first.sampling, first.seed)
 
     @property
     def stats(self) -> SpecStats:
@@ -229,21 +213,19 @@ class BatchRun:
         before the next round; the prompt-cache tokens it reused are in ``last_cached``."""
         encoded = self._encode(request)
         if not self._can_admit(self.drafter):
-            self._swap(self._lookup_drafter())
+            lookup = NGramDrafter(self.g.max_ngram, rows=self.verifier, device=self.verifier.state.device)
+            self._swap(lookup)  # prompt lookup over every row's prompt and output
         kept = self.verifier.compact()
-        self.prompts = [self.prompts[b] for b in kept]
         self.tags = [self.tags[b] for b in kept]
-        g = self.g
         row = CausalLMState(self.verifier.model, encoded.input_ids, encoded.attention_mask)
-        with g._packed():
-            self.last_cached = self._prompt_cache(request, encoded, row)
+        with self.run.packing():
+            self.last_cached = self.g.models.cache_prompt(request.prompt_ids, row) if request.cache_prompt else 0
             row.prefill()
             first = self.verifier.first_token(row, request)  # its first token comes with its prefill
             row.push(torch.tensor([[first]], device=row.device))
             seen = torch.tensor([request.prompt_ids + [first]], device=row.device)
             self.drafter.admit(seen, torch.ones_like(seen))
             self.verifier.admit(row, request, first)
-        self.prompts.append(request.prompt_ids)
         self.tags.append(tag)
         return len(self.tags) - 1
 
@@ -251,38 +233,15 @@ class BatchRun:
         g = self.g
         if not isinstance(request.max_new_tokens, int) or request.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be an integer >= 1, got {request.max_new_tokens!r}")
-        encoded = encode_prompt(request.prompt_ids, None, g.target.config.vocab_size, g.device)
-        check_context(encoded.max_length, request.max_new_tokens, context_length(g.target))
-        if g.draft is not None and self.name not in ("ngram", "none"):
-            check_context(encoded.max_length, request.max_new_tokens, context_length(g.draft), "draft")
+        encoded = encode_prompt(request.prompt_ids, None, g.models.vocab_size, g.device)
+        g.models.check_room(encoded.max_length, request.max_new_tokens, spec_of(self.name))
         return encoded
-
-    def _prompt_cache(self, request: RowRequest, encoded, state: CausalLMState) -> int:
-        g = self.g
-        if not request.cache_prompt or g.prompt_cache is None:
-            return 0
-        return g._use_prompt_cache(encoded, state)
-
-    def _couple(self, drafter) -> None:
-        """A model drafter draws sampled rows with the target's noise."""
-        model = drafter.model if isinstance(drafter, HybridDrafter) else drafter
-        if isinstance(model, ModelDrafter):
-            model.row_sampler = self.sampler
 
     @staticmethod
     def _can_admit(drafter) -> bool:
         return hasattr(drafter, "admit") and (
             not isinstance(drafter, HybridDrafter) or hasattr(drafter.model, "admit")
         )
-
-    def _lookup_drafter(self) -> NGramDrafter:
-        """Prompt lookup over every row's prompt and output so far (the head drafters' batch)."""
-        lookup = NGramDrafter(self.g.max_ngram)
-        v = self.verifier
-        lookup.device = v.state.device
-        lookup.history = [p + o for p, o in zip(self.prompts, v.outputs)]
-        lookup.done = [not on for on in v.active.tolist()]
-        return lookup
 
     def _swap(self, drafter) -> None:
         self.verifier.followers = [drafter]

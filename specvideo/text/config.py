@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from specvideo.settings import Settings
-from specvideo.text.drafter_registry import DRAFTER_SPECS
+from specvideo.text.drafting.registry import DRAFTER_SPECS
 
-# the drafters by name, each with what it needs (specvideo.text.drafter_registry); these tuples are
+# the drafters by name, each with what it needs (specvideo.text.drafting.registry); these tuples are
 # read off the registry: the CLI's choices and the checks
 DRAFTERS = tuple(DRAFTER_SPECS)
 HEAD_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.needs == "head")  # a head on the target's features
@@ -21,9 +21,10 @@ TREE_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.tree)  # propose 
 
 @dataclass(frozen=True)
 class TextConfig(Settings):
-    """Every text setting under one name: the generator's (drafter, k, schedule, the drafters' own)
-    and each call's defaults (max_new_tokens, temperature, top_k, top_p, seed). The CLI, the app,
-    batch jobs and the server build one and hand it to ``SpeculativeGenerator.from_pretrained``."""
+    """Every per-call text setting under one name: the generator's (drafter, k, schedule, the
+    drafters' own) and each call's defaults (max_new_tokens, temperature, top_k, top_p, seed). The
+    CLI, the app, batch jobs and the server build one and hand it to a ``SpeculativeGenerator`` over
+    loaded ``TextModels``; what is loaded and how it runs (dtype, device, runners) is TextModels'."""
 
     KIND: ClassVar[str] = "text"
 
@@ -33,11 +34,6 @@ class TextConfig(Settings):
     # "Text: tuning split, one default or one per kind of prompt"): prompt lookup k 3 tied the draft
     # head behind lookup on code greedily and led it sampled and on chat, so no per-kind default
     drafter: str | None = None
-    # None: LeanLlama runs the default pair's target (on the tuning split a 2-4-token forward cost
-    # 70-74 ms against 111-112 through transformers, docs/BENCHMARKS.md "Text: tuning split of
-    # 2026-12-01", greedy still exact); a target passed in runs through transformers unless asked
-    # (LeanLlama runs Llama architectures only)
-    lean_target: bool | None = None
     # k 3 at a constant length: the pick of the tuning split for prompt lookup, the hybrid and the
     # draft head alike (docs/BENCHMARKS.md "Text: tuning split, draft head")
     num_draft_tokens: int = 3

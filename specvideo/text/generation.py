@@ -12,10 +12,10 @@ import torch
 
 from specvideo.core.acceptance import greedy_match, rejection_sample
 from specvideo.core.loop import speculate
-from specvideo.core.tree import tree_verdict
 from specvideo.core.types import Draft, SpecStats, Step
 from specvideo.text.prompts import EncodedPrompt
 from specvideo.text.sampling import SamplingConfig
+from specvideo.text.tree import tree_verdict
 from specvideo.text.verifier import TargetVerifier
 
 
@@ -74,22 +74,13 @@ def row_output(verifier: TargetVerifier, b: int) -> RowOutput:
 
 def accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
     def accept(draft: Draft, evidence: torch.Tensor):
-        if draft.tree is not None:  # a token tree: walk it (specvideo.core.tree)
+        if draft.tree is not None:  # a token tree: walk it (specvideo.text.tree)
             return tree_verdict(draft, evidence, generator)
         if sampling.greedy:
             return greedy_match(evidence, draft.items, draft.lengths)
         return rejection_sample(evidence, draft.q, draft.items, draft.lengths, generator)
 
     return accept
-
-
-def check_context(prompt_length: int, max_new_tokens: int, context: int, model: str = "target") -> None:
-    """Refuse a generation that would run past a model's positions (they would be clamped silently)."""
-    if prompt_length + max_new_tokens > context:
-        raise ValueError(
-            f"prompt of {prompt_length} tokens + max_new_tokens={max_new_tokens} = "
-            f"{prompt_length + max_new_tokens} exceeds the {model}'s context length of {context} tokens"
-        )
 
 
 def stop_rules(stop, eos_ids: frozenset[int], tokenizer) -> tuple[frozenset[int], tuple[str, ...]]:

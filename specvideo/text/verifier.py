@@ -8,8 +8,9 @@ import torch
 from transformers import PreTrainedModel
 
 from specvideo.core.types import Draft, Verdict
+from specvideo.text.models.loading import context_length
+from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig, to_probs
-from specvideo.text.state import CausalLMState, context_length
 
 
 class TargetVerifier:
@@ -49,8 +50,9 @@ class TargetVerifier:
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, input_ids, attention_mask)
-        self.prompt_lengths = attention_mask.sum(dim=1).tolist()
-        self.outputs: list[list[int]] = [[] for _ in self.prompt_lengths]
+        # the rows the run owns: each row's prompt and what it emitted (prompt lookup reads them)
+        self.prompts = [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
+        self.outputs: list[list[int]] = [[] for _ in self.prompts]
         self.budgets = [self.max_new_tokens] * len(self.outputs)  # (B,) the most tokens each row emits
         self.active = torch.tensor([self.max_new_tokens > 0] * len(self.outputs))
 
@@ -67,7 +69,7 @@ class TargetVerifier:
         """Keep k + 1 tokens within the budget of the row furthest from done and within the context."""
         rows = [b for b, on in enumerate(self.active.tolist()) if on]
         budget = max(self.budgets[b] - len(self.outputs[b]) for b in rows) - 1
-        room = min(self.context_length - self.prompt_lengths[b] - len(self.outputs[b]) for b in rows)
+        room = min(self.context_length - len(self.prompts[b]) - len(self.outputs[b]) for b in rows)
         return max(0, min(budget, room))
 
     def verify(self, draft: Draft) -> torch.Tensor:

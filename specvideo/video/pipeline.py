@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from specvideo.core.acceptance import threshold_accept
 from specvideo.core.loop import speculate
 from specvideo.core.schedule import RowSchedules, make_schedule
+from specvideo.device import native_bf16
 from specvideo.errors import first_line
 from specvideo.files import atomic_dir
 from specvideo.paths import shipped
@@ -324,10 +325,8 @@ AUTOCAST = ("off", "bf16", "auto")
 
 def resolve_autocast(value: str | torch.dtype | None, device: torch.device | str = "cpu") -> torch.dtype | None:
     """The dtype the verifier's UNet runs under autocast: "bf16" (or torch.bfloat16) bf16, "auto"
-    bf16 where ``device`` computes it natively (a CPU's bf16 units, ``specvideo.text.precision``),
+    bf16 where ``device`` computes it natively (a CPU's bf16 units, ``specvideo.device``),
     "off" / None none."""
-    from specvideo.text.precision import native_bf16
-
     if value is None or value == "off":
         return None
     if value in ("bf16", torch.bfloat16):

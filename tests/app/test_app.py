@@ -18,7 +18,7 @@ from specvideo.app import parse_args
 from specvideo.app.text_tab import ACCEPTED, BONUS, CORRECTION, origins
 from specvideo.app.video_tab import SYNTHETIC_SIZE
 from specvideo.core.types import Draft, Step, Verdict
-from specvideo.text import SpeculativeGenerator
+from specvideo.text import SpeculativeGenerator, TextModels
 from specvideo.video import probe_video, read_video, write_video
 from specvideo.video.config import VIDEO_DEFAULTS
 from specvideo.video.data import moving_shapes
@@ -111,29 +111,28 @@ def step(num_accepted: int, drafted: int, emitted: int) -> Step:
 
 
 def test_app_model_drafter_uses_the_ranked_draft_vocabulary(tmp_path, monkeypatch):
-    """The app's lean drafters reuse the FR-Spec vocabulary from_pretrained() chose for its pair."""
+    """The app's lean drafters propose the FR-Spec vocabulary of the ranking beside their draft."""
     from dataclasses import replace
 
     from specvideo.app import APP_DEFAULTS, text_tab
-    from specvideo.text.vocab import save_token_ranking
+    from specvideo.text.models.vocab import save_token_ranking
     from tests.conftest import save_tiny_models
 
     root = save_tiny_models(tmp_path, video=False)
     target, draft = root / "text" / "target", root / "text" / "draft"
     config = replace(APP_DEFAULTS, text_target=str(target), text_draft=str(draft))
-    assert text_tab.make_generator(config, "model", 3)._lean.vocab is None  # no ranking beside the draft
+    assert text_tab.make_generator(config, "model", 3).runner.vocab is None  # no ranking beside the draft
     vocab_size = text_tab.make_generator(config, "ngram", 3).target.config.vocab_size
     save_token_ranking(draft, list(range(vocab_size - 1, -1, -1)), "test")
-    ranked = SpeculativeGenerator.from_pretrained(
-        str(target), str(draft), drafter="hybrid", draft_vocab_size=50
-    )
-    monkeypatch.setattr(text_tab, "load_pair", lambda *paths: ranked)
+    ranked = TextModels.from_pretrained(str(target), str(draft), drafter="hybrid")
+    monkeypatch.setattr(text_tab, "load_models", lambda *paths: ranked)
+    monkeypatch.setattr(text_tab, "TEXT_DEFAULTS", text_tab.TEXT_DEFAULTS.updated(draft_vocab_size=50))
     gen = text_tab.make_generator(config, "model", 3)
-    assert gen.drafter_name == "lean" and gen._lean.vocab.tolist() == list(range(vocab_size - 50, vocab_size))
+    assert gen.drafter_name == "lean" and gen.runner.vocab.tolist() == list(range(vocab_size - 50, vocab_size))
     plain = text_tab.make_generator(config, "none", 3).generate("def f(x):", max_new_tokens=8, stop=None)
     assert gen.generate("def f(x):", max_new_tokens=8, stop=None).token_ids == plain.token_ids
     hybrid = text_tab.make_generator(config, "hybrid", 3)  # prompt lookup, else the same lean drafter
-    assert hybrid.drafter_name == "hybrid" and hybrid._lean.vocab.tolist() == gen._lean.vocab.tolist()
+    assert hybrid.drafter_name == "hybrid" and hybrid.runner.vocab.tolist() == gen.runner.vocab.tolist()
     assert hybrid.generate("def f(x):", max_new_tokens=8, stop=None).token_ids == plain.token_ids
 
 

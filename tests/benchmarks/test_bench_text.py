@@ -17,8 +17,8 @@ from benchmarks.text import (
     to_markdown,
     write_report,
 )
+from benchmarks.text.corpus import corpus_files, stdlib_root
 from benchmarks.text.report import round_table
-from recipes.corpus import corpus_files, stdlib_root
 from specvideo.cli import main
 from tests.helpers import perturbed_copy, save_model_dir, tiny_tokenizer
 
@@ -160,7 +160,7 @@ def test_second_drafter_adds_a_second_set_of_rows(dirs):
 
 
 def test_lean_drafter_with_a_ranked_vocabulary_adds_rows_and_a_decode_cost(dirs, tmp_path):
-    from specvideo.text.vocab import save_token_ranking
+    from specvideo.text.models.vocab import save_token_ranking
 
     draft = tmp_path / "draft"
     shutil.copytree(dirs / "draft", draft)
@@ -376,7 +376,7 @@ def test_repeats_give_a_spread_and_sampled_methods_narrow_t_above_0(dirs):
 
 def test_chat_prompts_go_through_the_chat_template(dirs, tmp_path):
     from benchmarks.text.run import encode
-    from specvideo.text.loading import load_tokenizer as _load_tokenizer
+    from specvideo.text.models.loading import load_tokenizer as _load_tokenizer
 
     path = tmp_path / "chat.jsonl"
     path.write_text('{"prompt": "sort this", "chat": true}\n{"prompt": "def f(x):"}\n')
@@ -521,9 +521,9 @@ def test_a_named_pair_reports_into_its_own_sections():
 def test_head_drafters_add_rows_per_tree_shape_and_a_head_decode_cost(dirs, tmp_path):
     import torch
 
-    from specvideo.text.head import DraftHead, save_head
-    from specvideo.text.loading import load_causal_lm
-    from specvideo.text.vocab import save_token_ranking
+    from specvideo.text.models.head import DraftHead, save_head
+    from specvideo.text.models.loading import load_causal_lm
+    from specvideo.text.models.vocab import save_token_ranking
 
     target = load_causal_lm(str(dirs / "target"))
     head = DraftHead.from_target(target, init_layer=1)

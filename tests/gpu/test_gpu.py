@@ -61,7 +61,7 @@ def test_text_bf16_generation_runs_on_cuda():
     gen = SpeculativeGenerator.from_pretrained(device="cuda")
     gen.target.to(torch.bfloat16)
     gen.draft.to(torch.bfloat16)
-    gen = SpeculativeGenerator(gen.target, gen.tokenizer, gen.draft, drafter="model", num_draft_tokens=4)
+    gen = SpeculativeGenerator.from_models(gen.target, gen.tokenizer, gen.draft, drafter="model", num_draft_tokens=4)
     out = gen.generate(
         ["def f(x):", "class A:"],
         max_new_tokens=16,

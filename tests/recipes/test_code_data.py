@@ -3,6 +3,7 @@ model reads them, and the split by file is stable."""
 
 import random
 
+from benchmarks.text.corpus import HELD_OUT_MODULES
 from benchmarks.text.fim import fim_prompts
 from recipes.code_data import (
     CodeDataConfig,
@@ -12,7 +13,6 @@ from recipes.code_data import (
     is_valid,
     source_files,
 )
-from recipes.corpus import HELD_OUT_MODULES
 from specvideo.text.prompts import FIM_TOKENS
 
 SPECIAL = {t: 1000 + i for i, t in enumerate(FIM_TOKENS)}

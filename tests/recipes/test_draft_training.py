@@ -6,7 +6,7 @@ from recipes.draft import DraftConfig, export, load_shards, train
 from recipes.draft_data import DataConfig, run_data
 from recipes.draft_prompts import chat_prompts, code_prefixes
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.shared_draft import is_shared_draft, load_shared_draft
+from specvideo.text.models.shared_draft import is_shared_draft, load_shared_draft
 from tests.helpers import save_model_dir, tiny_tokenizer
 
 
@@ -56,7 +56,7 @@ def test_recipe_runs_and_the_draft_loads_with_the_targets_embeddings(tmp_path):
     draft = load_shared_draft(out, target)
     assert draft.model.embed_tokens.weight is target.model.embed_tokens.weight
     gen = SpeculativeGenerator.from_pretrained(str(target_dir), str(out), drafter="hybrid")
-    plain = SpeculativeGenerator(gen.target, gen.tokenizer, drafter="none")
+    plain = SpeculativeGenerator.from_models(gen.target, gen.tokenizer, drafter="none")
     prompt = [{"role": "user", "content": "sort a list"}]
     assert (
         gen.generate(prompt, max_new_tokens=12).token_ids
@@ -67,7 +67,7 @@ def test_recipe_runs_and_the_draft_loads_with_the_targets_embeddings(tmp_path):
 def test_a_shared_draft_refuses_a_target_of_another_width(tmp_path):
     import pytest
 
-    from specvideo.text.shared_draft import save_shared_draft, shared_draft_from_target
+    from specvideo.text.models.shared_draft import save_shared_draft, shared_draft_from_target
     from tests.helpers import tiny_llama
 
     target = tiny_llama(64, seed=0)

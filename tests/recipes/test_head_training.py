@@ -8,7 +8,7 @@ import torch
 from recipes.draft_data import DataConfig, run_data
 from recipes.head import HeadConfig, compute_features, export, train
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.head import is_draft_head
+from specvideo.text.models.head import is_draft_head
 from tests.helpers import save_model_dir, tiny_tokenizer
 
 
@@ -47,7 +47,7 @@ def test_head_recipe_runs_and_the_head_drafts(tmp_path):
     out = export(config, target)
     assert is_draft_head(out) and (out / "token_ranking.json").is_file()
     gen = SpeculativeGenerator.from_pretrained(str(target_dir), str(out), drafter="head-hybrid")
-    plain = SpeculativeGenerator(gen.target, gen.tokenizer, drafter="none")
+    plain = SpeculativeGenerator.from_models(gen.target, gen.tokenizer, drafter="none")
     prompt = [{"role": "user", "content": "sort a list"}]
     assert (
         gen.generate(prompt, max_new_tokens=12).token_ids
@@ -59,7 +59,7 @@ def test_unrolled_steps_see_what_a_chain_of_own_features_sees(tmp_path):
     """EAGLE-3's training-time test: step s at position j equals drafting from the prefix ending at
     j - s with true features, feeding the head its own features after it (recomputed naively)."""
     from recipes.head import head_loss, unroll, unroll_mask
-    from specvideo.text.head import DraftHead
+    from specvideo.text.models.head import DraftHead
 
     target = save_model_dir(tmp_path / "t", 300, seed=0, tokenizer=tiny_tokenizer(300), layers=2)
     head = DraftHead.from_target(target, 1).eval()

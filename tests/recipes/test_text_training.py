@@ -10,7 +10,7 @@ import torch
 from transformers import LlamaForCausalLM
 
 from recipes import text
-from specvideo.text.vocab import load_token_ranking, token_ranking
+from specvideo.text.models.vocab import load_token_ranking, token_ranking
 from tests.helpers import tiny_tokenizer
 
 

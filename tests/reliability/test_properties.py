@@ -199,7 +199,7 @@ def test_text_loop_emits_exactly_max_new_tokens_and_stats_add_up(
     text_models, drafter, k, schedule, prompts, max_new_tokens, temperature, seed
 ):
     target, draft = text_models
-    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=k, schedule=schedule)
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter, num_draft_tokens=k, schedule=schedule)
     out = gen.generate(
         prompts,
         max_new_tokens=max_new_tokens,

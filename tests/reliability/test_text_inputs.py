@@ -33,7 +33,7 @@ def tok():
 
 @pytest.fixture(scope="module")
 def gen(tok):
-    return SpeculativeGenerator(tiny_llama(len(tok), context=256), tokenizer=tok, drafter="ngram")
+    return SpeculativeGenerator.from_models(tiny_llama(len(tok), context=256), tokenizer=tok, drafter="ngram")
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +228,7 @@ def test_mismatched_draft_vocabulary_with_the_lean_drafter(model_dirs, capsys):
 
 
 def test_tokenizer_with_a_smaller_vocabulary_than_the_ids_it_makes(tok, capsys):
-    small = SpeculativeGenerator(tiny_llama(64), tokenizer=tok, drafter="ngram")  # tok has 298 ids
+    small = SpeculativeGenerator.from_models(tiny_llama(64), tokenizer=tok, drafter="ngram")  # tok has 298 ids
     with pytest.raises(ValueError, match=r"outside the vocabulary \[0, 64\)"):
         small.generate("def quicksort(arr):", max_new_tokens=2, generator=torch.Generator().manual_seed(0))
 

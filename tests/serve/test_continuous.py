@@ -9,7 +9,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from specvideo.serve import Engine
 from specvideo.text import batching
 from tests.serve.test_server import Server, tiny_pair
 
@@ -111,7 +110,3 @@ def _complete(server) -> int:
     assert code in (200, 429), body
     return code
 
-
-def test_the_batching_mode_is_checked():
-    with pytest.raises(ValueError, match="batching must be one of continuous, arrival"):
-        Engine(None, "tiny", batching="rolling")

@@ -39,7 +39,7 @@ def repo_pair():
     tok = tiny_tokenizer(300)
     tok.add_special_tokens({"additional_special_tokens": list(FIM_TOKENS) + list(REPO_TOKENS)})
     target = tiny_llama(len(tok), seed=0, logit_scale=4.0)
-    return SpeculativeGenerator(target, tokenizer=tok, draft=perturbed_copy(target, 0.3), drafter="model", num_draft_tokens=3)
+    return SpeculativeGenerator.from_models(target, tokenizer=tok, draft=perturbed_copy(target, 0.3), drafter="model", num_draft_tokens=3)
 
 
 @pytest.fixture(scope="module")

@@ -130,8 +130,7 @@ def test_a_dead_worker_answers_everyone_503_and_health_says_so():
     def die(*a, **k):
         raise SystemExit("boom")  # not an Exception: it kills the worker thread
 
-    gen.start = die  # the arrival path's call; the continuous path's is _make_drafter
-    gen._make_drafter = die
+    gen.open = die  # where every run is opened
     s = Server(gen, api_key=None, max_batch=1)
     try:
         with ThreadPoolExecutor(3) as pool:
@@ -146,9 +145,9 @@ def test_a_dead_worker_answers_everyone_503_and_health_says_so():
 
 def test_a_full_queue_says_when_to_retry():
     gen = tiny_pair(fim=False)
-    s = Server(gen, api_key=None, max_queue=1, max_batch=1, batching="arrival")
-    gate, original = threading.Event(), gen.start
-    gen.start = lambda *a, **k: (gate.wait(10), original(*a, **k))[1]
+    s = Server(gen, api_key=None, max_queue=1, max_batch=1)
+    gate, original = threading.Event(), gen.open
+    gen.open = lambda *a, **k: (gate.wait(10), original(*a, **k))[1]
     try:
         with ThreadPoolExecutor(4) as pool:
             futures = [pool.submit(call, s.url, "/v1/completions", {"model": "tiny", "prompt": "x", "max_tokens": 2}) for _ in range(4)]

@@ -30,7 +30,7 @@ def tiny_pair(fim: bool):
         tok.add_special_tokens({"additional_special_tokens": list(FIM_TOKENS)})
     target = tiny_llama(len(tok), seed=0, logit_scale=4.0)
     draft = perturbed_copy(target, noise=0.3)
-    return SpeculativeGenerator(target, tokenizer=tok, draft=draft, drafter="model", num_draft_tokens=3)
+    return SpeculativeGenerator.from_models(target, tokenizer=tok, draft=draft, drafter="model", num_draft_tokens=3)
 
 
 class Server:
@@ -212,15 +212,15 @@ def test_concurrent_streams_share_batches_and_match_alone(server):
 
 def test_a_full_queue_is_refused_with_429_and_nothing_is_lost():
     gen = tiny_pair(fim=False)
-    s = Server(gen, api_key=None, max_queue=1, max_batch=1, batching="arrival")
+    s = Server(gen, api_key=None, max_queue=1, max_batch=1)
     gate = threading.Event()
-    original = gen.start
+    original = gen.open
 
-    def slow_start(*a, **k):
+    def slow_open(*a, **k):
         gate.wait(10)
         return original(*a, **k)
 
-    gen.start = slow_start
+    gen.open = slow_open  # every run is opened here: the first request holds the worker
     try:
         with ThreadPoolExecutor(4) as pool:
             futures = [
@@ -264,11 +264,11 @@ def test_raw_sse_format(server):
 
 def test_a_client_that_disconnects_stops_its_generation():
     gen = tiny_pair(fim=False)
-    s = Server(gen, api_key=None, max_batch=1, batching="arrival")
+    s = Server(gen, api_key=None, max_batch=1)
     steps = []
-    original = gen.start
+    original = gen.open
 
-    def counting_start(*a, **k):
+    def counting_open(*a, **k):
         run = original(*a, **k)
         inner = run.steps
 
@@ -281,7 +281,7 @@ def test_a_client_that_disconnects_stops_its_generation():
         run.steps = steps_
         return run
 
-    gen.start = counting_start
+    gen.open = counting_open
     try:
         stream = s.client.completions.create(
             model="tiny", prompt="def", max_tokens=200, temperature=0, stream=True, extra_body={"stop": None}
@@ -344,7 +344,7 @@ def test_a_gguf_model_with_fim_tokens_serves_and_fills_the_middle(tmp_path, monk
     )
     gen, name = load(args)
     assert name == "coder" and gen.drafter_name == "ngram"
-    assert len(gen._packings) == 1  # auto: a float32 transformers target on the CPU runs pre-packed
+    assert len(gen.models.packed_models(gen.drafter_spec)) == 1  # auto: a float32 transformers target on the CPU runs pre-packed
     s = Server(gen, name=name, api_key=None)
     try:
         served = s.client.completions.create(

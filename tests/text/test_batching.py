@@ -8,10 +8,10 @@ import torch
 
 from specvideo.text import SpeculativeGenerator
 from specvideo.text.batching import BatchRun, RowRequest, RowSampler, gumbel_noise
-from specvideo.text.lean import LeanLlama
-from specvideo.text.prompt_cache import PromptCache
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.prompt_cache import PromptCache
+from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig, to_probs
-from specvideo.text.state import CausalLMState
 from tests.helpers import perturbed_copy, random_prompts, tiny_llama
 from tests.text.test_head import exact_head, target_greedy
 
@@ -22,7 +22,7 @@ HOT = SamplingConfig(0.9, top_p=0.95)
 def generator(drafter: str, lean_target: bool = False) -> SpeculativeGenerator:
     target = tiny_llama(VOCAB, seed=0, logit_scale=4.0)
     draft = None if drafter in ("ngram", "none") else perturbed_copy(target, noise=0.3)
-    return SpeculativeGenerator(
+    return SpeculativeGenerator.from_models(
         target, draft=draft, drafter=drafter, num_draft_tokens=3, schedule="constant", lean_target=lean_target
     )
 
@@ -115,7 +115,7 @@ def test_a_joining_row_reuses_the_prompt_cache_and_decodes_the_same():
 
 def test_a_head_run_drafts_by_lookup_once_a_second_row_joins():
     target = tiny_llama(VOCAB, seed=4, layers=1)
-    gen = SpeculativeGenerator(target, draft=exact_head(target), drafter="head-hybrid", num_draft_tokens=3)
+    gen = SpeculativeGenerator.from_models(target, draft=exact_head(target), drafter="head-hybrid", num_draft_tokens=3)
     prompts = random_prompts(2, VOCAB, seed=5, min_len=6, max_len=8)
     first, second = RowRequest(prompts[0], 20), RowRequest(prompts[1], 12)
     run = BatchRun(gen, first, tag=0)
@@ -207,7 +207,7 @@ def test_a_model_drafter_draws_with_the_noise_of_the_positions_the_target_checks
     """Coupled drafting: a draft identical to the target, drawing with the target's noise at the
     same output positions, proposes the very tokens the target samples (a joining row included)."""
     target = tiny_llama(VOCAB, seed=0, logit_scale=4.0)
-    gen = SpeculativeGenerator(target, draft=perturbed_copy(target, noise=0.0), drafter="model", num_draft_tokens=3)
+    gen = SpeculativeGenerator.from_models(target, draft=perturbed_copy(target, noise=0.0), drafter="model", num_draft_tokens=3)
     reqs = requests()
     run = BatchRun(gen, RowRequest(reqs[1].prompt_ids, 24, HOT, seed=7), tag=0)
     for r, _ in enumerate(run.steps()):

@@ -4,7 +4,7 @@ defaults of generate; keyword arguments of the same names go over it; unknown na
 import pytest
 
 from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator, TextConfig
-from specvideo.text.drafter_registry import DRAFTER_SPECS
+from specvideo.text.drafting.registry import DRAFTER_SPECS
 from tests.helpers import save_model_dir, tiny_tokenizer
 
 
@@ -44,7 +44,13 @@ def test_an_unknown_setting_is_named():
 
 
 def test_the_registry_says_what_each_drafter_needs():
-    from specvideo.text.config import HEAD_DRAFTERS, MODEL_DRAFTERS, NO_MODEL_DRAFTERS, SELF_DRAFTERS, TREE_DRAFTERS
+    from specvideo.text.config import (
+        HEAD_DRAFTERS,
+        MODEL_DRAFTERS,
+        NO_MODEL_DRAFTERS,
+        SELF_DRAFTERS,
+        TREE_DRAFTERS,
+    )
 
     assert set(HEAD_DRAFTERS) == {"head", "head-tree", "head-hybrid", "head-hybrid-tree"}
     # the self drafters load no second model: they draft with a quantised copy of the target

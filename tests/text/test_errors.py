@@ -8,14 +8,14 @@ from tests.helpers import tiny_llama
 @pytest.fixture(scope="module")
 def gen():
     target = tiny_llama(64, seed=0, context=32)
-    return SpeculativeGenerator(target, draft=tiny_llama(64, seed=1, context=32))
+    return SpeculativeGenerator.from_models(target, draft=tiny_llama(64, seed=1, context=32))
 
 
 def test_vocabulary_mismatch_names_both_sizes():
     with pytest.raises(
         ValueError, match=r"draft vocabulary size 80 does not match the target's vocabulary size 64"
     ):
-        SpeculativeGenerator(tiny_llama(64), draft=tiny_llama(80))
+        SpeculativeGenerator.from_models(tiny_llama(64), draft=tiny_llama(80))
 
 
 def test_prompt_beyond_context_names_the_numbers(gen):
@@ -47,7 +47,7 @@ def test_bad_generation_parameters(gen, kwargs, message):
 @pytest.mark.parametrize("k", [0, -3])
 def test_bad_num_draft_tokens(k):
     with pytest.raises(ValueError, match="k must be an integer >= 1"):
-        SpeculativeGenerator(tiny_llama(64), draft=tiny_llama(64), num_draft_tokens=k)
+        SpeculativeGenerator.from_models(tiny_llama(64), draft=tiny_llama(64), num_draft_tokens=k)
 
 
 @pytest.mark.parametrize(
@@ -69,20 +69,20 @@ def test_bad_prompts(gen, prompt, message):
 
 def test_model_drafter_without_a_draft_model():
     with pytest.raises(ValueError, match="drafter=.model. needs a draft model"):
-        SpeculativeGenerator(tiny_llama(64), drafter="model")
+        SpeculativeGenerator.from_models(tiny_llama(64), drafter="model")
 
 
 def test_the_drafter_follows_the_models_given_and_the_one_default():
     from specvideo.text.config import TEXT_DEFAULTS
 
     target = tiny_llama(64)
-    assert SpeculativeGenerator(target).drafter_name == TEXT_DEFAULTS.drafter_for() == "ngram"
-    assert SpeculativeGenerator(target, draft=tiny_llama(64, seed=1)).drafter_name == "model"
+    assert SpeculativeGenerator.from_models(target).drafter_name == TEXT_DEFAULTS.drafter_for() == "ngram"
+    assert SpeculativeGenerator.from_models(target, draft=tiny_llama(64, seed=1)).drafter_name == "model"
 
 
 def test_unknown_drafter():
     with pytest.raises(ValueError, match="unknown drafter 'oracle'"):
-        SpeculativeGenerator(tiny_llama(64), drafter="oracle")
+        SpeculativeGenerator.from_models(tiny_llama(64), drafter="oracle")
 
 
 def test_missing_model_directory(tmp_path):
@@ -101,7 +101,7 @@ def test_corrupt_model_directory(tmp_path):
 def test_tensor_prompt_with_an_attention_mask_drops_its_padding():
     from tests.helpers import random_prompts
 
-    gen = SpeculativeGenerator(tiny_llama(64), draft=tiny_llama(64, seed=1), num_draft_tokens=3)
+    gen = SpeculativeGenerator.from_models(tiny_llama(64), draft=tiny_llama(64, seed=1), num_draft_tokens=3)
     prompts = random_prompts(3, 64, seed=7, min_len=3, max_len=9)
     width = max(map(len, prompts)) + 2
     ids, mask = torch.zeros(3, width, dtype=torch.long), torch.zeros(3, width, dtype=torch.long)
@@ -126,7 +126,7 @@ def test_chat_messages_need_a_template_and_well_formed_turns():
     from tests.helpers import tiny_llama, tiny_tokenizer
 
     tok = tiny_tokenizer(300)
-    gen = SpeculativeGenerator(tiny_llama(len(tok)), tok, drafter="ngram")
+    gen = SpeculativeGenerator.from_models(tiny_llama(len(tok)), tok, drafter="ngram")
     out = gen.generate([{"role": "user", "content": "sort"}], max_new_tokens=3, stop=None)
     assert len(out.token_ids) == 3
     cases = [

@@ -9,8 +9,8 @@ import torch
 from gguf import GGUFWriter
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
-from specvideo.text import gguf as gguf_module
-from specvideo.text.gguf import converted_dir
+from specvideo.text.models import gguf as gguf_module
+from specvideo.text.models.gguf import converted_dir
 from tests.helpers import tiny_tokenizer
 
 FIM = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"]

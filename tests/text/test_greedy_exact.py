@@ -42,7 +42,7 @@ def references(models, prompts):
 @pytest.mark.parametrize("k", [1, 3, 8])
 def test_batch_one_matches_target_generate(models, prompts, references, drafter, k):
     target, draft = models
-    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=k, schedule="constant")
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter, num_draft_tokens=k, schedule="constant")
     accepted = 0
     for prompt, ref in zip(prompts, references):
         out = gen.generate(prompt, max_new_tokens=NEW, stop=None)
@@ -56,7 +56,7 @@ def test_batch_one_matches_target_generate(models, prompts, references, drafter,
 @pytest.mark.parametrize("k", [1, 3, 8])
 def test_ragged_batch_of_four_matches_each_prompt_alone(models, prompts, references, drafter, k):
     target, draft = models
-    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=k, schedule="heuristic")
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter, num_draft_tokens=k, schedule="heuristic")
     for start in range(0, 20, 4):
         batch = prompts[start : start + 4]
         assert len({len(p) for p in batch}) > 1  # really ragged
@@ -66,7 +66,7 @@ def test_ragged_batch_of_four_matches_each_prompt_alone(models, prompts, referen
 
 def test_rows_accept_different_numbers_of_tokens_per_round(models, prompts):
     target, draft = models
-    gen = SpeculativeGenerator(target, draft=draft, num_draft_tokens=4, schedule="constant")
+    gen = SpeculativeGenerator.from_models(target, draft=draft, num_draft_tokens=4, schedule="constant")
     out = gen.generate(
         torch.tensor([prompts[0][:5], prompts[1][:5], prompts[2][:5]]), max_new_tokens=NEW, stop=None
     )
@@ -85,7 +85,7 @@ def test_stop_at_eos_matches_target(models, prompts):
         target.generation_config.eos_token_id = eos
         try:
             for drafter in ("model", "ngram"):
-                gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=5)
+                gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter, num_draft_tokens=5)
                 assert gen.generate(prompt, max_new_tokens=NEW).token_ids == ref
         finally:
             target.generation_config.eos_token_id = 2
@@ -93,10 +93,10 @@ def test_stop_at_eos_matches_target(models, prompts):
 
 def test_confidence_schedule_and_target_only_loop_are_exact(models, prompts, references):
     target, draft = models
-    spec = SpeculativeGenerator(
+    spec = SpeculativeGenerator.from_models(
         target, draft=draft, num_draft_tokens=6, schedule="confidence", confidence_threshold=0.6
     )
-    plain = SpeculativeGenerator(target, drafter="none")
+    plain = SpeculativeGenerator.from_models(target, drafter="none")
     for prompt, ref in zip(prompts[:8], references[:8]):
         assert spec.generate(prompt, max_new_tokens=NEW, stop=None).token_ids == ref
         out = plain.generate(prompt, max_new_tokens=NEW, stop=None)
@@ -106,7 +106,7 @@ def test_confidence_schedule_and_target_only_loop_are_exact(models, prompts, ref
 
 def test_tensor_prompt_and_zero_new_tokens(models, prompts, references):
     target, draft = models
-    gen = SpeculativeGenerator(target, draft=draft)
+    gen = SpeculativeGenerator.from_models(target, draft=draft)
     out = gen.generate(torch.tensor([prompts[0]]), max_new_tokens=NEW, stop=None)
     assert out.token_ids == [references[0]]
     assert gen.generate(prompts[0], max_new_tokens=0).token_ids == []

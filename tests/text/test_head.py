@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from specvideo.text import SamplingConfig, SpeculativeGenerator
-from specvideo.text.head import DraftHead, load_head, save_head
-from specvideo.text.lean import LeanLlama
+from specvideo.text.models.head import DraftHead, load_head, save_head
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import to_probs
-from specvideo.text.state import CausalLMState
 from tests.helpers import random_prompts, tiny_llama
 
 HEAD_DRAFTERS = ["head", "head-tree", "head-hybrid", "head-hybrid-tree"]
@@ -79,7 +79,7 @@ def test_state_queues_features_with_tokens_and_keeps_hidden_states():
 def test_an_exact_head_is_accepted_and_output_is_the_targets_greedy(drafter, lean):
     target = tiny_llama(64, seed=4, layers=1)
     prompt = random_prompts(1, 64, seed=5, min_len=6, max_len=6)[0]
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target, draft=exact_head(target), drafter=drafter, num_draft_tokens=3, schedule="constant", lean_target=lean
     )
     out = gen.generate(prompt, max_new_tokens=25, stop=None)
@@ -96,7 +96,7 @@ def test_a_noisy_head_keeps_greedy_output_exact(drafter, lean):
     rolled back and caught up with the target's features, and output stays the target's."""
     target = tiny_llama(64, seed=6, layers=1)
     prompt = [40, 41, 42, 40, 41, 43, 40, 41, 42, 44, 40, 41]  # repeats: lookup rounds for the hybrids
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target,
         draft=exact_head(target, noise=1.0, seed=7),
         drafter=drafter,
@@ -113,7 +113,7 @@ def test_a_noisy_head_keeps_greedy_output_exact(drafter, lean):
 
 def test_head_tree_keeps_the_most_likely_nodes_in_topological_order():
     target = tiny_llama(64, seed=8, layers=1)
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target, draft=exact_head(target, noise=0.5), drafter="head-tree", num_draft_tokens=3, tree_nodes=5, head_tree_width=2
     )
     run = gen.start([20, 21, 22, 23], max_new_tokens=12, stop=None)
@@ -147,7 +147,7 @@ def test_head_sampling_follows_the_target_distribution(drafter):
     V = 8
     target = tiny_llama(V, seed=0, logit_scale=6.0, layers=1)
     sampling = SamplingConfig(temperature=1.0)
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target, draft=exact_head(target, noise=1.0, seed=3), drafter=drafter, num_draft_tokens=2, schedule="constant"
     )
     prompt, g, runs = [3, 5, 3, 5], torch.Generator().manual_seed(4), 1500
@@ -173,15 +173,15 @@ def test_head_files_round_trip_and_refusals(tmp_path):
     with pytest.raises(ValueError, match="hidden_size=32"):
         load_head(tmp_path / "head", tiny_llama(64, seed=9, hidden=48, layers=1))
     with pytest.raises(ValueError, match="draft head"):
-        SpeculativeGenerator(target, draft=back, drafter="lean")
+        SpeculativeGenerator.from_models(target, draft=back, drafter="lean")
     with pytest.raises(ValueError, match="need a draft head"):
-        SpeculativeGenerator(target, draft=tiny_llama(64, seed=2), drafter="head")
-    gen = SpeculativeGenerator(target, draft=back, drafter="head")
+        SpeculativeGenerator.from_models(target, draft=tiny_llama(64, seed=2), drafter="head")
+    gen = SpeculativeGenerator.from_models(target, draft=back, drafter="head")
     batch = [[4, 5, 4, 5, 4], [6, 7, 6, 7, 6, 7]]
     out = gen.generate(batch, max_new_tokens=6, stop=None)  # a batch: drafted by prompt lookup
     assert out.token_ids == [target_greedy(target, row, 6) for row in batch]
     assert out.stats.drafted > 0
-    from specvideo.text.head_drafters import HeadDrafter
+    from specvideo.text.drafting.head_drafters import HeadDrafter
 
     with pytest.raises(ValueError, match="batch 1"):
         HeadDrafter(LeanLlama(back.llama, fc=back.fc), None, SamplingConfig()).start(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long))

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.head import DraftHead, _narrow_mlp, load_head, save_head
+from specvideo.text.models.head import DraftHead, _narrow_mlp, load_head, save_head
 from tests.helpers import random_prompts, target_greedy, tiny_qwen
 
 
@@ -25,7 +25,7 @@ def test_a_qwen_head_drafts_exactly_and_is_accepted(drafter, lean):
     head = exact_qwen_head(target)
     assert type(head.llama).__name__ == "Qwen2ForCausalLM" and head.llama.model.layers[0].self_attn.q_proj.bias is not None
     prompt = random_prompts(1, 64, seed=6, min_len=6, max_len=6)[0]
-    gen = SpeculativeGenerator(target, draft=head, drafter=drafter, num_draft_tokens=3, schedule="constant", lean_target=lean)
+    gen = SpeculativeGenerator.from_models(target, draft=head, drafter=drafter, num_draft_tokens=3, schedule="constant", lean_target=lean)
     out = gen.generate(prompt, max_new_tokens=20, stop=None)
     assert out.token_ids == target_greedy(target, prompt, 20)
     assert out.stats.acceptance_rate > (0.6 if "hybrid" in drafter else 0.9)
@@ -83,7 +83,7 @@ def test_a_qwen_head_trains_with_the_training_time_test():
 
 
 def test_a_named_pair_drafts_with_its_head_by_default_and_its_model_otherwise(tmp_path, monkeypatch):
-    from specvideo.text.models import QWEN_CODER_DRAFTER, ModelChoice, pair_draft
+    from specvideo.text.models.names import QWEN_CODER_DRAFTER, ModelChoice, pair_draft
 
     assert QWEN_CODER_DRAFTER == "head-hybrid"
     (tmp_path / "a-head").mkdir()

@@ -4,9 +4,9 @@ import torch
 
 from specvideo.core.types import Verdict
 from specvideo.text import SamplingConfig, SpeculativeGenerator
-from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter
-from specvideo.text.lean import LeanLlama
-from specvideo.text.state import CausalLMState
+from specvideo.text.drafting.drafters import HybridDrafter, ModelDrafter, NGramDrafter
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
 from tests.helpers import perturbed_copy, random_prompts, tiny_llama
 from tests.text.test_greedy_exact import reference
 
@@ -27,7 +27,7 @@ def run_to_end(gen, prompt, **kwargs):
 
 def test_greedy_output_equals_the_target_and_both_sources_draft():
     target, draft = models()
-    gen = SpeculativeGenerator(target, draft=draft, drafter="hybrid", num_draft_tokens=4, schedule="constant")
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter="hybrid", num_draft_tokens=4, schedule="constant")
     lookups = model_calls = 0
     for prompt in random_prompts(8, VOCAB, seed=3, max_len=16):
         run = run_to_end(gen, prompt)
@@ -39,7 +39,7 @@ def test_greedy_output_equals_the_target_and_both_sources_draft():
 
 def test_ragged_batch_equals_each_prompt_alone():
     target, draft = models()
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target, draft=draft, drafter="hybrid", num_draft_tokens=3, schedule="heuristic"
     )
     prompts = [[7, 8, 9, 7, 8], [4, 5, 6, 4, 5, 6, 4, 5], [11, 12], [30, 31, 32, 30, 31, 33, 30]]
@@ -51,7 +51,7 @@ def test_the_draft_catches_up_on_the_rounds_it_sat_out():
     """After rounds with lookups, the draft's cache + pending tokens hold exactly the prompt and the
     output so far: its next logits equal a fresh forward over that sequence."""
     target, draft = models()
-    gen = SpeculativeGenerator(target, draft=draft, drafter="hybrid", num_draft_tokens=4, schedule="constant")
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter="hybrid", num_draft_tokens=4, schedule="constant")
     prompt = [5, 6, 7, 5, 6, 7, 5, 6]
     run = gen.start(prompt, max_new_tokens=4 * NEW, stop=None)
     for _ in run.steps():
@@ -59,7 +59,7 @@ def test_the_draft_catches_up_on_the_rounds_it_sat_out():
             break  # still generating: the row is in the draft's cache
     assert run.drafter.lookup_rounds > 0 and not run.verifier.finished
     sequence = torch.tensor([prompt + run.verifier.outputs[0]])  # (1, T)
-    fresh = CausalLMState(gen._lean, sequence, torch.ones_like(sequence)).forward()
+    fresh = CausalLMState(gen.runner, sequence, torch.ones_like(sequence)).forward()
     torch.testing.assert_close(run.drafter.model.state.forward(), fresh, atol=1e-4, rtol=1e-4)
 
 

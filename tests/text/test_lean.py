@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.lean import LeanLlama
-from specvideo.text.state import CausalLMState
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
 from tests.helpers import perturbed_copy, random_prompts, tiny_llama
 
 
@@ -77,8 +77,8 @@ def test_single_token_decoding_without_a_mask_matches_transformers():
 def test_generation_through_the_lean_drafter(temperature):
     target = tiny_llama(64, seed=0, logit_scale=8.0)
     draft = perturbed_copy(target, noise=0.1)
-    model = SpeculativeGenerator(target, draft=draft, drafter="model", num_draft_tokens=4)
-    lean = SpeculativeGenerator(target, draft=draft, drafter="lean", num_draft_tokens=4)
+    model = SpeculativeGenerator.from_models(target, draft=draft, drafter="model", num_draft_tokens=4)
+    lean = SpeculativeGenerator.from_models(target, draft=draft, drafter="lean", num_draft_tokens=4)
     prompts = random_prompts(4, 64, seed=5)
     kwargs = dict(max_new_tokens=20, stop=None, temperature=temperature)
     a = model.generate(prompts, generator=torch.Generator().manual_seed(0), **kwargs)
@@ -114,20 +114,20 @@ def test_a_lean_target_verifies_exactly(drafter):
 
     target = tiny_llama(64, seed=0, logit_scale=8.0)
     draft = perturbed_copy(target, noise=0.2) if drafter == "hybrid" else None
-    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=4, lean_target=True)
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter, num_draft_tokens=4, lean_target=True)
     assert isinstance(gen.start([5, 6], max_new_tokens=2).verifier.model, LeanLlama)
     prompts = random_prompts(4, 64, seed=9, max_len=10)
     out = gen.generate(prompts, max_new_tokens=20, stop=[2])
     for prompt, ids in zip(prompts, out.token_ids):
         ref = reference(target, prompt, 20, eos=[2])
         assert ids == ref
-    reused = SpeculativeGenerator(target, drafter="none", lean_target=gen._lean_target)
-    assert reused._lean_target is gen._lean_target
+    reused = SpeculativeGenerator.from_models(target, drafter="none", lean_target=gen.models.target_runner)
+    assert reused.models.target_runner is gen.models.target_runner
     with pytest.raises(ValueError, match="run llama and qwen2 targets only"):
         from transformers import GPT2Config, GPT2LMHeadModel
 
         gpt = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2)).eval()
-        SpeculativeGenerator(gpt, drafter="none", lean_target=True)
+        SpeculativeGenerator.from_models(gpt, drafter="none", lean_target=True)
 
 
 def test_packed_weights_give_the_same_logits_and_exact_greedy_output():
@@ -153,7 +153,7 @@ def test_packed_weights_give_the_same_logits_and_exact_greedy_output():
         )
         for state in (hf, fast):
             state.rollback(torch.tensor([0, 0, 0]))
-    gen = SpeculativeGenerator(target, drafter="ngram", num_draft_tokens=4, lean_target=packed)
+    gen = SpeculativeGenerator.from_models(target, drafter="ngram", num_draft_tokens=4, lean_target=packed)
     out = gen.generate(prompts, max_new_tokens=16, stop=[2])
     assert out.token_ids == [reference(target, p, 16, eos=[2]) for p in prompts]
     with pytest.raises(ValueError, match="packed=True needs float32 weights"):

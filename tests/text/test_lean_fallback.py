@@ -6,7 +6,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.lean import LeanLlama
+from specvideo.text.runtime.lean import LeanLlama
 from tests.helpers import random_prompts, target_greedy, tiny_llama, tiny_qwen
 
 
@@ -21,7 +21,7 @@ def test_lean_llama_runs_qwen2_with_its_biases():
     model = tiny_qwen()
     lean = LeanLlama(model)
     ids = torch.tensor([[5, 9, 11, 3, 7]])
-    from specvideo.text.state import CausalLMState
+    from specvideo.text.runtime.state import CausalLMState
 
     state = CausalLMState(lean, ids, torch.ones_like(ids))
     logits = state.forward(num_logits=5)
@@ -33,8 +33,8 @@ def test_lean_llama_runs_qwen2_with_its_biases():
 @pytest.mark.parametrize("drafter", ["lean", "hybrid"])
 def test_a_qwen2_draft_runs_lean_and_stays_exact(drafter):
     target, draft = tiny_llama(), tiny_qwen()
-    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=3)
-    assert not gen.lean_fallback and gen._lean is not None
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter, num_draft_tokens=3)
+    assert not gen.lean_fallback and gen.runner is not gen.draft
     for prompt in random_prompts(3, 64, seed=4):
         out = gen.generate([prompt], max_new_tokens=12, stop=None)
         assert out.token_ids[0] == target_greedy(target, prompt, 12) and out.stats.drafted > 0
@@ -43,22 +43,22 @@ def test_a_qwen2_draft_runs_lean_and_stays_exact(drafter):
 @pytest.mark.parametrize("drafter", ["lean", "hybrid"])
 def test_non_llama_draft_falls_back_and_stays_exact(drafter):
     target, draft = tiny_llama(), tiny_gpt2()
-    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=3)
-    assert gen.lean_fallback and gen._lean is None
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter, num_draft_tokens=3)
+    assert gen.lean_fallback and gen.runner is gen.draft
     for prompt in random_prompts(3, 64, seed=4):
         out = gen.generate([prompt], max_new_tokens=12, stop=None)
         assert out.token_ids[0] == target_greedy(target, prompt, 12) and out.stats.drafted > 0
 
 
 def test_llama_draft_still_runs_lean():
-    gen = SpeculativeGenerator(tiny_llama(), draft=tiny_llama(seed=1), drafter="lean")
-    assert not gen.lean_fallback and gen._lean is not None
+    gen = SpeculativeGenerator.from_models(tiny_llama(), draft=tiny_llama(seed=1), drafter="lean")
+    assert not gen.lean_fallback and gen.runner is not gen.draft
 
 
 @pytest.mark.parametrize("drafter", ["model", "lean", "hybrid"])
 def test_a_draft_with_a_shorter_context_is_refused_not_clamped(drafter):
     target, draft = tiny_llama(context=256), tiny_llama(seed=1, context=32)
-    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter)
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter)
     with pytest.raises(
         ValueError,
         match=r"prompt of 20 tokens \+ max_new_tokens=20 = 40 exceeds the draft's context length of 32",
@@ -67,5 +67,5 @@ def test_a_draft_with_a_shorter_context_is_refused_not_clamped(drafter):
     assert (
         len(gen.generate([list(range(3, 13))], max_new_tokens=20, stop=None).token_ids[0]) == 20
     )  # 30 <= 32
-    ngram = SpeculativeGenerator(target, drafter="ngram")  # no draft model: only the target's context counts
+    ngram = SpeculativeGenerator.from_models(target, drafter="ngram")  # no draft model: only the target's context counts
     assert len(ngram.generate([list(range(3, 23))], max_new_tokens=20, stop=None).token_ids[0]) == 20

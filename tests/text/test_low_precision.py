@@ -22,7 +22,7 @@ def bf16_pair():
 def test_bf16_pair_runs_every_drafter(drafter):
     target, draft = bf16_pair()
     uses_draft = drafter in ("model", "lean", "hybrid")
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target, draft=draft if uses_draft else None, drafter=drafter, num_draft_tokens=4
     )
     prompts = random_prompts(3, 64, seed=0)
@@ -41,7 +41,7 @@ def test_bf16_pair_stops_at_eos_in_a_batch():
     target, draft = bf16_pair()
     with torch.no_grad():
         target.lm_head.weight[EOS] += 5.0  # the target ends every reply at once
-    gen = SpeculativeGenerator(target, draft=draft, drafter="lean", num_draft_tokens=4)
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter="lean", num_draft_tokens=4)
     out = gen.generate(random_prompts(3, 64, seed=1), max_new_tokens=12)
     assert all(t[-1] == EOS and len(t) <= 12 for t in out.token_ids)
     assert out.stats.emitted == sum(len(t) for t in out.token_ids)

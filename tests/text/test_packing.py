@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-from specvideo.text.packing import PackedLinears
+from specvideo.text.runtime.packing import PackedLinears
 
 
 def tiny_qwen2() -> Qwen2ForCausalLM:
@@ -43,9 +43,9 @@ def test_packed_greedy_equals_the_targets_own_greedy(drafter):
     ids = torch.randint(0, 96, (1, 6), generator=torch.Generator().manual_seed(2))
     with torch.inference_mode():
         own = target.generate(ids, max_new_tokens=12, do_sample=False, pad_token_id=0)[0, 6:]
-        gen = SpeculativeGenerator(target, None, draft=draft if drafter == "model" else None, drafter=drafter,
+        gen = SpeculativeGenerator.from_models(target, None, draft=draft if drafter == "model" else None, drafter=drafter,
                                    num_draft_tokens=3, packed=True)
-        assert len(gen._packings) == (2 if drafter == "model" else 1)
+        assert len(gen.models.packed_models(gen.drafter_spec)) == (2 if drafter == "model" else 1)
         seen = []
         hook = target.lm_head.register_forward_pre_hook(lambda m, a: seen.append("forward" in vars(m)))
         ours = gen.generate(ids, max_new_tokens=12).token_ids

@@ -32,7 +32,7 @@ def padded_draft(target, vocab_size: int):
 @pytest.mark.parametrize("drafter", ["model", "lean"])
 def test_padded_pair_is_exact(tok, draft_vocab, drafter):
     target = tiny_llama(304, seed=0, logit_scale=4.0)
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target, tok, padded_draft(target, draft_vocab), drafter=drafter, num_draft_tokens=4
     )
     for prompt in random_prompts(3, 300, seed=2):
@@ -52,6 +52,6 @@ def test_padded_pair_is_exact(tok, draft_vocab, drafter):
 def test_padding_needs_a_tokenizer_that_fits_both(tok):
     target = tiny_llama(304, seed=0)
     with pytest.raises(ValueError, match="sizes may differ only by padding"):
-        SpeculativeGenerator(target, None, tiny_llama(320))  # no tokenizer: cannot tell
+        SpeculativeGenerator.from_models(target, None, tiny_llama(320))  # no tokenizer: cannot tell
     with pytest.raises(ValueError, match="draft vocabulary size 290 does not match"):
-        SpeculativeGenerator(target, tok, tiny_llama(290))  # 300 tokens do not fit 290 rows
+        SpeculativeGenerator.from_models(target, tok, tiny_llama(290))  # 300 tokens do not fit 290 rows

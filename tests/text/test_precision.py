@@ -6,11 +6,12 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from specvideo.device import native_bf16
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.invariant import KEY_TILE
-from specvideo.text.lean import LeanLlama
-from specvideo.text.precision import native_bf16, resolve_dtype
-from specvideo.text.state import CausalLMState
+from specvideo.text.models.precision import resolve_dtype
+from specvideo.text.runtime.invariant import KEY_TILE
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
 from tests.helpers import decode_joining, own_greedy, perturbed_copy, random_prompts, tiny_llama, tiny_qwen
 
 ZEN4 = frozenset({"avx2", "avx512f", "avx512_bf16"})
@@ -81,8 +82,8 @@ def test_bf16_speculative_output_is_the_models_own_greedy_decoding(drafter):
     draft = perturbed_copy(target, noise=0.2)
     target, draft = target.to(torch.bfloat16), draft.to(torch.bfloat16)
     uses_draft = drafter in ("model", "lean", "hybrid")
-    gen = SpeculativeGenerator(target, draft=draft if uses_draft else None, drafter=drafter, num_draft_tokens=4)
-    assert gen.invariant and gen._lean_target.invariant  # chosen for a bf16 target
+    gen = SpeculativeGenerator.from_models(target, draft=draft if uses_draft else None, drafter=drafter, num_draft_tokens=4)
+    assert gen.invariant and gen.models.target_runner.invariant  # chosen for a bf16 target
     accepted = 0
     for prompt in random_prompts(4, 64, seed=3, max_len=12):
         out = gen.generate([prompt], max_new_tokens=24, stop=None)
@@ -92,12 +93,12 @@ def test_bf16_speculative_output_is_the_models_own_greedy_decoding(drafter):
 
 
 def test_float32_targets_and_other_architectures_are_not_made_invariant():
-    assert not SpeculativeGenerator(tiny_llama(), drafter="none").invariant
+    assert not SpeculativeGenerator.from_models(tiny_llama(), drafter="none").invariant
     gpt = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2)).eval().to(torch.bfloat16)
-    gen = SpeculativeGenerator(gpt, drafter="none")
-    assert not gen.invariant and gen._lean_target is None  # transformers runs it; exactness measured
+    gen = SpeculativeGenerator.from_models(gpt, drafter="none")
+    assert not gen.invariant and not gen.models.lean_target  # transformers runs it; exactness measured
     with pytest.raises(ValueError, match="run llama and qwen2 targets only"):
-        SpeculativeGenerator(gpt, drafter="none", invariant=True)
+        SpeculativeGenerator.from_models(gpt, drafter="none", invariant=True)
     with pytest.raises(ValueError, match="packed=True and invariant=True exclude each other"):
         LeanLlama(tiny_llama(), packed=True, invariant=True)
 
@@ -115,12 +116,12 @@ def test_tree_drafters_are_refused_on_the_invariant_bf16_path(drafter):
     draft = exact_head(target) if drafter == "head-tree" else None
     bf16 = copy.deepcopy(target).to(torch.bfloat16)  # Module.to converts in place
     with pytest.raises(ValueError, match="float32"):
-        SpeculativeGenerator(bf16, draft=None if draft is None else exact_head(bf16), drafter=drafter)
-    assert not SpeculativeGenerator(target, draft=draft, drafter=drafter).invariant  # float32: allowed
+        SpeculativeGenerator.from_models(bf16, draft=None if draft is None else exact_head(bf16), drafter=drafter)
+    assert not SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter).invariant  # float32: allowed
 
 
 def test_wide_calls_are_used_only_where_the_probe_found_them_bit_identical(monkeypatch):
-    from specvideo.text import invariant
+    from specvideo.text.runtime import invariant
 
     weight = torch.randn(48, 32).to(torch.bfloat16)
     x = torch.randn(2, 7, 32).to(torch.bfloat16)  # 14 rows: one wide call or four tiles of 4
@@ -142,7 +143,7 @@ def test_bf16_rows_of_a_continuous_batch_decode_what_they_decode_alone():
     from specvideo.text.batching import RowRequest
 
     target = tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16)
-    gen = SpeculativeGenerator(target, drafter="ngram", num_draft_tokens=3)
+    gen = SpeculativeGenerator.from_models(target, drafter="ngram", num_draft_tokens=3)
     assert gen.invariant
     prompts = random_prompts(3, 64, seed=8, min_len=5, max_len=70)
     reqs = [RowRequest(p, n) for p, n in zip(prompts, (30, 12, 20))]

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.invariant import PREFILL_CHUNK
-from specvideo.text.prompt_cache import PromptCache
+from specvideo.text.runtime.invariant import PREFILL_CHUNK
+from specvideo.text.runtime.prompt_cache import PromptCache
 from tests.helpers import perturbed_copy, random_prompts, tiny_llama
 from tests.text.test_head import exact_head
 
@@ -23,12 +23,12 @@ def pair(kind: str) -> tuple[SpeculativeGenerator, SpeculativeGenerator]:
     target = tiny_llama(seed=0, logit_scale=2.0, layers=1 if kind == "head" else 2)
     if kind == "bf16":
         target = target.to(torch.bfloat16)
-        make = lambda: SpeculativeGenerator(target, draft=perturbed_copy(target, 0.2).to(torch.bfloat16), drafter="hybrid", num_draft_tokens=4)  # noqa: E731
+        make = lambda: SpeculativeGenerator.from_models(target, draft=perturbed_copy(target, 0.2).to(torch.bfloat16), drafter="hybrid", num_draft_tokens=4)  # noqa: E731
     elif kind == "head":
         head = exact_head(target, noise=0.5, seed=3)
-        make = lambda: SpeculativeGenerator(target, draft=head, drafter="head", num_draft_tokens=3)  # noqa: E731
+        make = lambda: SpeculativeGenerator.from_models(target, draft=head, drafter="head", num_draft_tokens=3)  # noqa: E731
     else:
-        make = lambda: SpeculativeGenerator(target, draft=perturbed_copy(target, 0.2), drafter="model", num_draft_tokens=3)  # noqa: E731
+        make = lambda: SpeculativeGenerator.from_models(target, draft=perturbed_copy(target, 0.2), drafter="model", num_draft_tokens=3)  # noqa: E731
     cold, cached = make(), make()
     cached.prompt_cache = PromptCache()
     return cold, cached

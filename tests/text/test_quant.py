@@ -6,10 +6,10 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.invariant import KEY_TILE, ROW_TILE, tiled_linear, wide_tile
-from specvideo.text.lean import LeanLlama
-from specvideo.text.precision import resolve_dtype, weight_format
-from specvideo.text.quant import Int4Weight, Int8Weight, quantize
+from specvideo.text.models.precision import resolve_dtype, weight_format
+from specvideo.text.runtime.invariant import KEY_TILE, ROW_TILE, tiled_linear, wide_tile
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.quant import Int4Weight, Int8Weight, quantize
 from tests.helpers import decode_joining, own_greedy, perturbed_copy, random_prompts, tiny_llama, tiny_qwen
 from tests.text.test_precision import AMX, _block_equals_steps
 
@@ -56,7 +56,7 @@ def test_formats_that_cannot_hold_a_weight_are_refused_by_name():
     assert weight_format("bfloat16") is None and weight_format(torch.bfloat16) is None
     gpt = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2)).eval()
     with pytest.raises(ValueError, match="run llama and qwen2 targets only"):
-        SpeculativeGenerator(gpt, drafter="none", weights="int8")
+        SpeculativeGenerator.from_models(gpt, drafter="none", weights="int8")
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -74,7 +74,7 @@ def test_quantised_blocks_equal_one_token_steps(make, fmt):
 def test_a_quantised_target_is_close_to_its_dense_self(fmt):
     model = tiny_llama(seed=2).to(torch.bfloat16)
     ids = torch.tensor([[5, 9, 11, 3, 7, 8]])
-    from specvideo.text.state import CausalLMState
+    from specvideo.text.runtime.state import CausalLMState
 
     dense = CausalLMState(LeanLlama(model, invariant=True), ids, torch.ones_like(ids)).forward(num_logits=6).float()
     quant = LeanLlama(model, invariant=True, weights=fmt)
@@ -90,10 +90,10 @@ def test_quantised_speculative_output_is_the_models_own_greedy_decoding(drafter,
     draft = perturbed_copy(target, noise=0.2).to(torch.bfloat16)
     target = target.to(torch.bfloat16)
     uses_draft = drafter in ("model", "lean", "hybrid")
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target, draft=draft if uses_draft else None, drafter=drafter, num_draft_tokens=4, weights=fmt
     )
-    assert gen.invariant and gen._lean_target.weights == fmt
+    assert gen.invariant and gen.models.target_runner.weights == fmt
     assert all(p.device.type == "meta" for p in gen.target.model.layers.parameters())  # dense layers freed
     accepted = 0
     for prompt in random_prompts(4, 64, seed=3, max_len=12):
@@ -107,7 +107,7 @@ def test_quantised_speculative_output_is_the_models_own_greedy_decoding(drafter,
 def test_from_pretrained_loads_a_quantised_target(tmp_path, fmt):
     tiny_llama(seed=0).save_pretrained(tmp_path / "target")
     gen = SpeculativeGenerator.from_pretrained(str(tmp_path / "target"), dtype=fmt, drafter="ngram")
-    assert gen.weights == fmt and gen._lean_target.weights == fmt
+    assert gen.weights == fmt and gen.models.target_runner.weights == fmt
     prompt = random_prompts(1, 64, seed=4)[0]
     assert gen.generate([prompt], max_new_tokens=12, stop=None).token_ids[0] == own_greedy(gen, prompt, 12)
 
@@ -116,7 +116,7 @@ def test_from_pretrained_loads_a_quantised_target(tmp_path, fmt):
 def test_a_quantised_step_is_not_padded_where_every_row_keeps_its_bits(fmt, monkeypatch):
     """Weight-only kernels cost in proportion to the rows: a 1-token step runs 1 row, not ROW_TILE,
     where the probe finds each row's bits the same in calls of any width; else it is padded."""
-    from specvideo.text import invariant
+    from specvideo.text.runtime import invariant
 
     lean = LeanLlama(tiny_llama().to(torch.bfloat16), invariant=True, weights=fmt)
     assert {unit for _, unit in lean._tiles.values()} == {1}
@@ -124,7 +124,7 @@ def test_a_quantised_step_is_not_padded_where_every_row_keeps_its_bits(fmt, monk
     real = Int8Weight.linear if fmt == "int8" else Int4Weight.linear
     monkeypatch.setattr(Int8Weight if fmt == "int8" else Int4Weight, "linear", lambda w, x: rows.append(x.shape[0]) or real(w, x))
     ids = torch.tensor([[5, 9, 11]])
-    from specvideo.text.state import CausalLMState
+    from specvideo.text.runtime.state import CausalLMState
 
     state = CausalLMState(lean, ids, torch.ones_like(ids))
     state.forward()  # the prompt's last token alone
@@ -139,7 +139,7 @@ def test_quantised_rows_of_a_continuous_batch_decode_what_they_decode_alone(fmt)
     """What the server runs: rows that join a running batch decode their own tokens, bit for bit."""
     from specvideo.text.batching import RowRequest
 
-    gen = SpeculativeGenerator(tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16), drafter="ngram", weights=fmt)
+    gen = SpeculativeGenerator.from_models(tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16), drafter="ngram", weights=fmt)
     reqs = [RowRequest(p, n) for p, n in zip(random_prompts(3, 64, seed=8, min_len=5, max_len=70), (30, 12, 20))]
     alone = [decode_joining(gen, r)[0] for r in reqs]
     together = decode_joining(gen, reqs[0], [(1, reqs[1]), (2, reqs[2])])
@@ -151,8 +151,8 @@ def test_quantised_rows_of_a_continuous_batch_decode_what_they_decode_alone(fmt)
 @pytest.mark.parametrize("drafter", ["self", "self-hybrid"])
 def test_an_int4_copy_of_the_target_drafts_for_it_exactly(drafter, fmt):
     target = tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16)
-    gen = SpeculativeGenerator(target, drafter=drafter, num_draft_tokens=4, weights=fmt)
-    assert gen.draft is None and gen._lean.weights == "int4" and not gen._lean.invariant
+    gen = SpeculativeGenerator.from_models(target, drafter=drafter, num_draft_tokens=4, weights=fmt)
+    assert gen.draft is None and gen.runner.weights == "int4" and not gen.runner.invariant
     drafted = accepted = 0
     for prompt in random_prompts(4, 64, seed=3, max_len=12):
         out = gen.generate([prompt], max_new_tokens=24, stop=None)
@@ -163,4 +163,4 @@ def test_an_int4_copy_of_the_target_drafts_for_it_exactly(drafter, fmt):
 
 def test_an_int4_target_is_told_it_is_its_own_int4_copy():
     with pytest.raises(ValueError, match="int4 copy of the target, which an int4 target already is"):
-        SpeculativeGenerator(tiny_llama(seed=0).to(torch.bfloat16), drafter="self", weights="int4")
+        SpeculativeGenerator.from_models(tiny_llama(seed=0).to(torch.bfloat16), drafter="self", weights="int4")

@@ -3,8 +3,8 @@
 import torch
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.lean import LeanLlama
-from specvideo.text.state import CausalLMState
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
 from tests.helpers import perturbed_copy, tiny_llama
 from tests.text.test_greedy_exact import reference
 
@@ -51,7 +51,7 @@ def test_a_ragged_batch_keeps_its_cache_near_the_longest_row():
     the longest row needs (it had grown 7x and past the context)."""
     target = tiny_llama(VOCAB, seed=0, logit_scale=8.0, context=512)
     draft = perturbed_copy(target, noise=0.3)
-    gen = SpeculativeGenerator(target, draft=draft, drafter="model", num_draft_tokens=8, schedule="constant")
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter="model", num_draft_tokens=8, schedule="constant")
     prompts = [[5, 6, 7], [8, 9, 10, 11, 12], [13], [14, 15]]
     budgets_stop = 2  # id 2 is EOS: rows stop at different times
     run = gen.start(prompts, max_new_tokens=150, stop=[budgets_stop])

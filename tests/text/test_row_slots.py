@@ -4,8 +4,8 @@ in its own contiguous slots (slot = position), whatever holes the batch's shared
 import pytest
 import torch
 
-from specvideo.text.lean import LeanLlama
-from specvideo.text.state import CausalLMState
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
 from tests.helpers import random_prompts, tiny_llama
 
 # (drafted tokens, kept) per round: rows keep different counts, so the shared slot axis gets holes
@@ -55,7 +55,7 @@ def test_a_batch_of_prompts_decodes_each_as_it_decodes_alone(fmt):
 
     target = tiny_llama(seed=0, hidden=512, context=1024, logit_scale=4.0)
     draft = perturbed_copy(target, 0.2).to(torch.bfloat16)  # accepts some drafts: rows keep different counts
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target.to(torch.bfloat16), draft=draft, drafter="lean", num_draft_tokens=4, **({"weights": fmt} if fmt else {})
     )
     # left padding: the short prompt's chunks would end elsewhere in the padded batch than alone

@@ -82,7 +82,7 @@ CASES = [
 )
 def test_first_two_tokens_follow_the_target_distribution(models, drafter, sampling):
     target, draft = models
-    gen = SpeculativeGenerator(target, draft=draft, drafter=drafter, num_draft_tokens=3, schedule="constant")
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter, num_draft_tokens=3, schedule="constant")
     exact = exact_joint(target, sampling)
     observed, stats = sampled_joint(gen, sampling, seed=11)
     assert stats.accepted > 0.1 * N and stats.accepted < stats.drafted  # drafts matter, some rejected
@@ -98,7 +98,7 @@ def test_a_draft_restricted_to_some_tokens_keeps_the_target_distribution(models)
     """The lean drafter proposes only 5 of the 8 tokens (q = 0 elsewhere): still exact."""
     target, draft = models
     sampling = SamplingConfig(temperature=1.0)
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target,
         draft=draft,
         drafter="lean",
@@ -123,7 +123,7 @@ def test_accepting_every_draft_token_fails_the_same_test(models, monkeypatch):
         return Verdict(num_accepted=lengths.clone(), next_item=bonus)
 
     monkeypatch.setattr(generation_module, "rejection_sample", accept_all)
-    gen = SpeculativeGenerator(target, draft=draft, num_draft_tokens=3, schedule="constant")
+    gen = SpeculativeGenerator.from_models(target, draft=draft, num_draft_tokens=3, schedule="constant")
     observed, stats = sampled_joint(gen, sampling, seed=11)
     assert stats.acceptance_rate == 1.0
     stat, critical = chi_square(observed, exact_joint(target, sampling))

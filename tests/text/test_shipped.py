@@ -24,7 +24,7 @@ def test_the_tiny_pair_loads_by_path_and_is_exact():
     """exact=True: float32, token-identical to transformers' generate()."""
     gen = SpeculativeGenerator.from_pretrained(*tiny_pair(), drafter="hybrid", exact=True)
     assert gen.target is not None and gen.draft is not None and gen.tokenizer is not None
-    assert gen.drafter_name == "hybrid" and gen._lean.vocab is not None  # lookup, else lean@2048
+    assert gen.drafter_name == "hybrid" and gen.runner.vocab is not None  # lookup, else lean@2048
     prompt = "def quicksort(arr):\n"
     out = gen.generate(prompt, max_new_tokens=24, stop=None)
     ids = torch.tensor([gen.tokenizer(prompt)["input_ids"]])
@@ -49,8 +49,8 @@ def test_the_code_pairs_head_is_a_one_layer_qwen2_within_its_budget():
     from safetensors import safe_open
     from transformers import AutoConfig
 
-    from specvideo.text.head import DraftHead, is_draft_head
-    from specvideo.text.models import QWEN_CODER_HEAD
+    from specvideo.text.models.head import DraftHead, is_draft_head
+    from specvideo.text.models.names import QWEN_CODER_HEAD
 
     path = models_dir() / QWEN_CODER_HEAD
     assert is_draft_head(path) and (path / "model.safetensors").stat().st_size <= 30e6
@@ -69,13 +69,13 @@ def test_the_code_pairs_head_is_a_one_layer_qwen2_within_its_budget():
 @pytest.mark.slow
 def test_the_code_pair_drafts_with_its_head_by_default():
     """Needs scripts/fetch_qwen_coder.sh (1.6 GB) and minutes on a CPU: left out of the default run."""
-    from specvideo.text.models import qwen_coder_dir
+    from specvideo.text.models.names import qwen_coder_dir
 
     if not (qwen_coder_dir() / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf").is_file():
         pytest.skip("the code pair is not fetched (scripts/fetch_qwen_coder.sh)")
     gen = SpeculativeGenerator.from_pretrained("qwen-coder")
     assert gen.drafter_name == "head-hybrid" and type(gen.draft).__name__ == "DraftHead"
     out = gen.generate("def quicksort(arr):", max_new_tokens=24, stop=None)
-    alone = SpeculativeGenerator(gen.target, tokenizer=gen.tokenizer, drafter="none", lean_target=gen._lean_target)
+    alone = SpeculativeGenerator.from_models(gen.target, tokenizer=gen.tokenizer, drafter="none", lean_target=gen.models.target_runner)
     assert out.token_ids == alone.generate("def quicksort(arr):", max_new_tokens=24, stop=None).token_ids
     assert out.stats.accepted > 0

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from specvideo.cli import main
-from specvideo.text import SpeculativeGenerator, smollm
+from specvideo.text import SpeculativeGenerator
+from specvideo.text.models import smollm
 from tests.helpers import equal_or_near_tie, own_greedy
 
 
@@ -48,7 +49,7 @@ def target_greedy(gen, ids: list[int], n: int) -> list[int]:
 def test_the_real_pair_is_greedy_exact_on_code_and_chat(default_pair, drafter, monkeypatch):
     """The default (prompt lookup), the trained draft behind lookup, the draft head behind lookup
     and the head's token tree, on the real target in its default dtype (bf16 on a CPU with bf16
-    units): output equals the target's own greedy decoding bit for bit (specvideo.text.precision)."""
+    units): output equals the target's own greedy decoding bit for bit (specvideo.text.models.precision)."""
     gen = default_pair
     assert gen.target.config.num_hidden_layers == 30 and gen.drafter_name == "ngram" and gen.draft is None
     if drafter is not None:

@@ -16,7 +16,7 @@ def gen():
     tok = tiny_tokenizer(300)
     tok.add_special_tokens({"additional_special_tokens": list(FIM_TOKENS)})
     target = tiny_llama(len(tok), seed=0, logit_scale=4.0)
-    return SpeculativeGenerator(target, tokenizer=tok, drafter="ngram", num_draft_tokens=3)
+    return SpeculativeGenerator.from_models(target, tokenizer=tok, drafter="ngram", num_draft_tokens=3)
 
 
 def test_stop_rules_read_ids_strings_and_eos():
@@ -63,6 +63,6 @@ def test_suffix_fills_in_the_middle_as_the_fim_token_ids_do(gen):
     assert both.token_ids[0] == by_ids.token_ids
     with pytest.raises(ValueError, match="as many suffixes"):
         gen.generate(["a", "b"], suffix="c")
-    plain = SpeculativeGenerator(gen.target, tokenizer=tiny_tokenizer(300), drafter="ngram")
+    plain = SpeculativeGenerator.from_models(gen.target, tokenizer=tiny_tokenizer(300), drafter="ngram")
     with pytest.raises(ValueError, match="no fill-in-the-middle tokens"):
         plain.generate("def f(x):", suffix="y")

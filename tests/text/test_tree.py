@@ -4,15 +4,15 @@ and the target's tree forward with cache compaction on the transformers and Lean
 import pytest
 import torch
 
-from specvideo.core.tree import (
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
+from specvideo.text.tree import (
     TokenTree,
     greedy_tree_accept,
     sampled_tree_accept,
     tree_attention_mask,
     tree_depths,
 )
-from specvideo.text.lean import LeanLlama
-from specvideo.text.state import CausalLMState
 from tests.helpers import perturbed_copy, random_prompts, tiny_llama
 
 #        root
@@ -144,7 +144,7 @@ def test_trees_refuse_a_batch():
 
 
 def test_lookup_tree_merges_the_continuations_of_several_occurrences():
-    from specvideo.text.tree_drafters import NGramTreeDrafter
+    from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
 
     drafter = NGramTreeDrafter(max_ngram=2, branches=3, max_nodes=5)
     # "7 8" occurred three times before, followed by (1 2 3), (1 4 5) and (6 ...)
@@ -167,7 +167,7 @@ def test_ngram_tree_generation_equals_the_targets_own_greedy(lean):
     prompt = [5, 6, 7, 5, 6, 9, 5, 6, 7, 5, 6, 11, 5, 6]  # "5 6" with several continuations
     with torch.inference_mode():
         own = model.generate(torch.tensor([prompt]), max_new_tokens=30, do_sample=False, pad_token_id=0)
-    gen = SpeculativeGenerator(model, drafter="ngram-tree", num_draft_tokens=4, schedule="constant", lean_target=lean)
+    gen = SpeculativeGenerator.from_models(model, drafter="ngram-tree", num_draft_tokens=4, schedule="constant", lean_target=lean)
     out = gen.generate(prompt, max_new_tokens=30, stop=None)
     assert out.token_ids == own[0, len(prompt) :].tolist()
     assert out.stats.drafted > 0 and out.stats.target_calls < 30
@@ -183,7 +183,7 @@ def test_tree_sampling_follows_the_target_distribution(drafter):
     target = tiny_llama(VOCAB, seed=0, logit_scale=6.0)
     draft = tiny_llama(VOCAB, seed=7, logit_scale=6.0) if drafter == "tree" else None
     sampling = SamplingConfig(temperature=1.0)
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target, draft=draft, drafter=drafter, num_draft_tokens=3, schedule="constant", max_ngram=2
     )
     g, runs = torch.Generator().manual_seed(3), 1500
@@ -208,7 +208,7 @@ def test_draft_model_tree_equals_the_targets_own_greedy(lean):
     prompt = random_prompts(1, 64, seed=11, min_len=7, max_len=7)[0]
     with torch.inference_mode():
         own = target.generate(torch.tensor([prompt]), max_new_tokens=30, do_sample=False, pad_token_id=0)
-    gen = SpeculativeGenerator(
+    gen = SpeculativeGenerator.from_models(
         target, draft=draft, drafter="tree", num_draft_tokens=3, schedule="constant", lean_target=lean, tree_width=2
     )
     out = gen.generate(prompt, max_new_tokens=30, stop=None)

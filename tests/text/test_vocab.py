@@ -7,9 +7,7 @@ import torch
 
 from specvideo.cli import main
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.lean import LeanLlama
-from specvideo.text.state import CausalLMState
-from specvideo.text.vocab import (
+from specvideo.text.models.vocab import (
     RANKING_FILE,
     draft_vocabulary,
     load_token_ranking,
@@ -17,6 +15,8 @@ from specvideo.text.vocab import (
     save_token_ranking,
     token_ranking,
 )
+from specvideo.text.runtime.lean import LeanLlama
+from specvideo.text.runtime.state import CausalLMState
 from tests.helpers import perturbed_copy, random_prompts, save_model_dir, tiny_llama, tiny_tokenizer
 
 
@@ -65,8 +65,8 @@ def test_greedy_through_a_restricted_draft_is_exact_and_drafts_only_its_tokens()
     target = tiny_llama(64, seed=0, logit_scale=8.0)
     draft = perturbed_copy(target, noise=0.1)
     vocab = torch.arange(0, 64, 2)  # even ids only
-    gen = SpeculativeGenerator(target, draft=draft, drafter="lean", draft_vocab=vocab, num_draft_tokens=4)
-    plain = SpeculativeGenerator(target, drafter="none")
+    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter="lean", draft_vocab=vocab, num_draft_tokens=4)
+    plain = SpeculativeGenerator.from_models(target, drafter="none")
     prompts = random_prompts(3, 64, seed=5)
     run = gen.start(prompts, max_new_tokens=24, stop=None)
     drafted = torch.cat([step.draft.items.flatten() for step in run.steps()])
@@ -80,7 +80,7 @@ def test_greedy_through_a_restricted_draft_is_exact_and_drafts_only_its_tokens()
 def test_draft_vocab_needs_the_lean_drafter():
     target = tiny_llama(64, seed=0)
     with pytest.raises(ValueError, match="draft_vocab applies to the lean and hybrid drafters"):
-        SpeculativeGenerator(target, draft=target, drafter="model", draft_vocab=[1, 2])
+        SpeculativeGenerator.from_models(target, draft=target, drafter="model", draft_vocab=[1, 2])
 
 
 def test_from_pretrained_and_cli_read_the_ranking_beside_the_draft(tmp_path, capsys):
@@ -89,12 +89,12 @@ def test_from_pretrained_and_cli_read_the_ranking_beside_the_draft(tmp_path, cap
     save_model_dir(tmp_path / "draft", len(tok), seed=1)
     target, draft = str(tmp_path / "target"), str(tmp_path / "draft")
     no_ranking = SpeculativeGenerator.from_pretrained(target, draft, drafter="lean")
-    assert no_ranking._lean.vocab is None
+    assert no_ranking.runner.vocab is None
     save_token_ranking(tmp_path / "draft", list(range(len(tok))), "test")
     gen = SpeculativeGenerator.from_pretrained(target, draft, drafter="lean", draft_vocab_size=40)
-    assert gen._lean.vocab.tolist() == list(range(40))
+    assert gen.runner.vocab.tolist() == list(range(40))
     full = SpeculativeGenerator.from_pretrained(target, draft, drafter="lean", draft_vocab_size=0)
-    assert full._lean.vocab is None
+    assert full.runner.vocab is None
     argv = [
         "text",
         "def f(x):",

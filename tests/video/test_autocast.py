@@ -31,7 +31,7 @@ def test_the_unet_runs_under_bf16_autocast_and_frames_stay_float32():
 
 
 def test_the_shipped_pipeline_takes_autocast():
-    from specvideo.text.precision import native_bf16
+    from specvideo.device import native_bf16
 
     assert SpeculativeVideoPipeline.from_pretrained(autocast="bf16").verifier.autocast == torch.bfloat16
     assert SpeculativeVideoPipeline.from_pretrained(autocast="off").verifier.autocast is None

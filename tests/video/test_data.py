@@ -4,15 +4,15 @@ import numpy as np
 import pytest
 
 from specvideo.video.data import (
-    VALIDATION_SEEDS,
     TRAIN_SEEDS,
     TUNING_SEEDS,
+    VALIDATION_SEEDS,
     RealClips,
     ShapesConfig,
-    split_real,
-    split_synthetic,
     moving_shapes,
     sample_video_paths,
+    split_real,
+    split_synthetic,
 )
 
 

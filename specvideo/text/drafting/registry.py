@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import torch
 
-from specvideo.text.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
-from specvideo.text.head_drafters import HeadDrafter, HeadTreeDrafter
+from specvideo.text.drafting.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
+from specvideo.text.drafting.head_drafters import HeadDrafter, HeadTreeDrafter
+from specvideo.text.drafting.tree_drafters import ModelTreeDrafter, NGramTreeDrafter
 from specvideo.text.sampling import SamplingConfig
-from specvideo.text.tree_drafters import ModelTreeDrafter, NGramTreeDrafter
 
 __all__ = ["DRAFTER_SPECS", "DraftParts", "DrafterSpec", "spec_of"]
 
@@ -39,6 +39,7 @@ class DraftParts:
     # the generator's TextConfig: the drafters' own settings (max_ngram, hybrid_min_ngram,
     # tree_branches, tree_nodes, tree_width, head_tree_width)
     settings: object
+    row_sampler: object = None  # a continuous batch's RowSampler: a model drafter draws with its noise
 
 
 @dataclass(frozen=True)
@@ -53,12 +54,14 @@ class DrafterSpec:
 
 
 def _lookup(p: DraftParts, hybrid: bool = False) -> NGramDrafter:
+    """Prompt lookup over the rows the run's verifier owns (its prompts and outputs)."""
     s = p.settings
-    return NGramDrafter(s.max_ngram, min_ngram=min(s.hybrid_min_ngram, s.max_ngram)) if hybrid else NGramDrafter(s.max_ngram)
+    min_ngram = min(s.hybrid_min_ngram, s.max_ngram) if hybrid else 1
+    return NGramDrafter(s.max_ngram, min_ngram=min_ngram, rows=p.verifier)
 
 
 def _model(p: DraftParts, lean: bool = True) -> ModelDrafter:
-    return ModelDrafter(p.runner if lean else p.draft, p.sampling, p.generator, p.vocab_size)
+    return ModelDrafter(p.runner if lean else p.draft, p.sampling, p.generator, p.vocab_size, p.row_sampler)
 
 
 def _head(p: DraftParts, tree: bool = False, hybrid: bool = False):

@@ -1,6 +1,6 @@
 """Which model a name means: ``smollm2`` (the default pair), ``qwen-coder`` (Qwen2.5-Coder-1.5B-Instruct
 from the GGUF files ``scripts/fetch_qwen_coder.sh`` puts in the cache, drafted by its draft head
-``models/qwen-coder-head``, or by its 0.5B sibling with the model drafters), a ``FILE.gguf`` (converted once, ``specvideo.text.gguf``) or a transformers directory."""
+``models/qwen-coder-head``, or by its 0.5B sibling with the model drafters), a ``FILE.gguf`` (converted once, ``specvideo.text.models.gguf``) or a transformers directory."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch
 
 from specvideo.paths import cache_root, shipped
 from specvideo.text.config import HEAD_DRAFTERS, NO_MODEL_DRAFTERS
-from specvideo.text.gguf import converted_dir
-from specvideo.text.precision import dtype_name, model_type, resolve_dtype
+from specvideo.text.models.gguf import converted_dir
+from specvideo.text.models.precision import dtype_name, model_type, resolve_dtype
 
 QWEN_CODER_FILES = ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
 NAMED = ("smollm2", "qwen-coder")
@@ -60,7 +60,7 @@ def qwen_coder_dir() -> Path:
 
 def resolve_model(spec: str, dtype: str | torch.dtype = "float32", device: str | None = "cpu") -> ModelChoice:
     """What ``spec`` names; a GGUF file is converted once into a directory in the dtype it will run
-    in (``dtype`` resolved for ``device`` and the file's architecture, ``specvideo.text.precision``)."""
+    in (``dtype`` resolved for ``device`` and the file's architecture, ``specvideo.text.models.precision``)."""
     if spec == "smollm2":
         return ModelChoice("smollm2", None)
     if spec == "qwen-coder":
@@ -89,7 +89,7 @@ def _qwen_coder_files() -> list[Path]:
 def check_model(spec: str) -> None:
     """The errors ``resolve_model`` and loading would give for a missing model, without loading or
     converting anything (a server checks before it listens)."""
-    from specvideo.text.loading import check_model_path
+    from specvideo.text.models.loading import check_model_path
 
     if spec == "qwen-coder":
         _qwen_coder_files()

@@ -16,7 +16,7 @@ layout calls these same two kernels, and its int8 weight-only path needs ``torch
 them; a run-time dependency for two calls is not worth it (docs/BENCHMARKS.md "Text: weight
 formats" has the cost curves per format and row count).
 
-Exactness is the invariant verifier's (``specvideo.text.invariant``): these kernels quantise no
+Exactness is the invariant verifier's (``specvideo.text.runtime.invariant``): these kernels quantise no
 activation, so a row's product depends only on that row; every decode call has a fixed row tile,
 and ``wide_tile`` probes whether wider calls give the same bits. Speculative greedy output then
 equals the same quantised model's own greedy decoding bit for bit (tests/text/test_quant.py).

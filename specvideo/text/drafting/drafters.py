@@ -15,8 +15,8 @@ from transformers import PreTrainedModel
 
 from specvideo.core.acceptance import sample_categorical
 from specvideo.core.types import Draft, Verdict
+from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig, to_probs
-from specvideo.text.state import CausalLMState
 
 
 class ModelDrafter:
@@ -38,6 +38,7 @@ class ModelDrafter:
         sampling: SamplingConfig,
         generator: torch.Generator | None = None,
         vocab_size: int | None = None,
+        row_sampler=None,
     ):
         self.model = model
         self.sampling = sampling
@@ -48,7 +49,7 @@ class ModelDrafter:
         self._own = getattr(model, "vocab_size", None) or model.config.vocab_size  # rows of the draft's head
         # continuous batching (``specvideo.text.batching.RowSampler``): rows drawn with their own
         # settings and the target's noise, so a drafted token is what the target would likely pick
-        self.row_sampler = None
+        self.row_sampler = row_sampler
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, self._feedable(input_ids), attention_mask)
@@ -200,36 +201,44 @@ class NGramDrafter:
     (prompt and generated text) and propose the tokens that followed it. No model, no cost.
 
     Tries n = max_ngram down to min_ngram; a row without a match proposes nothing that round.
+
+    rows: the run's rows to read (a ``TargetVerifier``: each row's ``prompts`` and ``outputs``, and
+    whether it is ``active``), so rows that join, leave or are renumbered need nothing from here;
+    None: it keeps the contexts it is started on and the tokens committed (a drafter on its own).
     """
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, rows=None, device: torch.device | None = None):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
+        self.rows, self.device = rows, device  # device: of the drafts (``start`` sets it)
+        self._own_rows = rows is None
         self.calls = 0
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.device = input_ids.device
-        self.history = [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
-        self.done = [False] * len(self.history)
+        if self._own_rows:
+            self.rows = _OwnRows(input_ids, attention_mask)
+
+    @property
+    def done(self) -> list[bool]:
+        return [not on for on in self.rows.active.tolist()]
 
     def retire(self, done: torch.Tensor) -> None:
-        self.done = [a or bool(b) for a, b in zip(self.done, done.tolist())]
+        pass  # the rows say which are active
 
     def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
-        self.history.append(input_ids[0][attention_mask[0].bool()].tolist())
-        self.done.append(False)
+        pass  # a joining row is the run's
 
     def compact(self, kept: list[int]) -> None:
-        """Keep rows ``kept`` (former numbers), renumbered from 0."""
-        self.history = [self.history[b] for b in kept]
-        self.done = [self.done[b] for b in kept]
+        pass
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
+        rows = self.rows
         proposals = [
-            self.lookup(history, k) if k > 0 and not done else []
-            for history, done in zip(self.history, self.done)
+            self.lookup(prompt + output, k) if k > 0 and on else []
+            for prompt, output, on in zip(rows.prompts, rows.outputs, rows.active.tolist())
         ]
         m = max(len(p) for p in proposals)
         items = torch.zeros(len(proposals), m, dtype=torch.long)
@@ -248,11 +257,23 @@ class NGramDrafter:
         return []
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
-        accepted = verdict.num_accepted.tolist()
-        items = draft.items.tolist()
-        for history, row, a, next_token in zip(self.history, items, accepted, verdict.next_item.tolist()):
-            history.extend(row[:a])
-            history.append(next_token)
+        if self._own_rows:
+            self.rows.commit(draft, verdict)
+
+
+class _OwnRows:
+    """The rows of an NGramDrafter on its own: its contexts, each extended by what it committed."""
+
+    def __init__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        self.prompts = [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
+        self.outputs: list[list[int]] = [[] for _ in self.prompts]
+        self.active = torch.ones(len(self.prompts), dtype=torch.bool)
+
+    def commit(self, draft: Draft, verdict: Verdict) -> None:
+        accepted, items = verdict.num_accepted.tolist(), draft.items.tolist()
+        for output, row, a, next_token in zip(self.outputs, items, accepted, verdict.next_item.tolist()):
+            output.extend(row[:a])
+            output.append(next_token)
 
 
 class NullDrafter:

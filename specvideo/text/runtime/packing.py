@@ -18,6 +18,8 @@ import weakref
 import torch
 from torch import nn
 
+from specvideo.device import packs_float32
+
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -36,7 +38,7 @@ class PackedLinears:
         if not layers:
             raise ValueError(f"{type(model).__name__} has no nn.Linear layers to pack")
         weight = layers[0].weight
-        if weight.device.type != "cpu" or weight.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+        if not packs_float32(weight.device, weight.dtype):
             raise ValueError(
                 "packed linears need float32 weights on a CPU with oneDNN (torch.backends.mkldnn), "
                 f"got {weight.dtype} on {weight.device}"

@@ -1,4 +1,7 @@
-"""The text corpus: the Python standard library's own .py sources on this machine.
+"""The text corpus and its splits: the Python standard library's own .py sources on this machine.
+
+It lives beside the benchmarks because its held-out split is what they evaluate on; the recipes
+import it to train on the rest (recipes depend on benchmarks, never the other way).
 
 Test packages are excluded. A fixed list of modules is held out: never trained on, used for every
 evaluation (held-out loss, acceptance rate, benchmark prompts). With CPython 3.11 these are about

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from specvideo.text.quant import is_quantized, linear
+from specvideo.text.runtime.quant import is_quantized, linear
 
 ROW_TILE = 4  # rows of every decode-time linear and attention call
 WIDE_TILE = 32  # rows of a decode-time linear call where the weight's kernel allows (wide_tile)

@@ -1,4 +1,4 @@
-"""Drafters that propose token trees (``specvideo.core.tree``) instead of one chain.
+"""Drafters that propose token trees (``specvideo.text.tree``) instead of one chain.
 
 ``NGramTreeDrafter``: prompt lookup with several candidates. The context's last n tokens often
 occurred more than once before (code repeats its identifiers and idioms with variations), and
@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import torch
 
-from specvideo.core.tree import TokenTree
 from specvideo.core.types import Draft, Verdict
+from specvideo.text.tree import TokenTree
 
 
 class NGramTreeDrafter:

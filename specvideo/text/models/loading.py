@@ -10,8 +10,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
 from specvideo.errors import first_line
-from specvideo.text.head import is_draft_head, load_head
-from specvideo.text.shared_draft import is_shared_draft, load_shared_draft
+from specvideo.text.models.head import is_draft_head, load_head
+from specvideo.text.models.shared_draft import is_shared_draft, load_shared_draft
 
 
 def check_vocab(
@@ -82,3 +82,24 @@ def load_tokenizer(path: str):
         if any(os.path.isfile(os.path.join(path, name)) for name in TOKENIZER_FILES):
             raise ValueError(f"cannot load the tokenizer in {path!r}: {first_line(err)}") from err
         return None
+
+
+def context_length(model: PreTrainedModel) -> int:
+    """The model's maximum number of positions."""
+    config = model.config
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError(
+        f"cannot tell the context length of {type(model).__name__}: no max_position_embeddings in its config"
+    )
+
+
+def check_context(prompt_length: int, max_new_tokens: int, context: int, model: str = "target") -> None:
+    """Refuse a generation that would run past a model's positions (they would be clamped silently)."""
+    if prompt_length + max_new_tokens > context:
+        raise ValueError(
+            f"prompt of {prompt_length} tokens + max_new_tokens={max_new_tokens} = "
+            f"{prompt_length + max_new_tokens} exceeds the {model}'s context length of {context} tokens"
+        )

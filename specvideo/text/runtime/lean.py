@@ -1,6 +1,6 @@
 """A lean Llama for CPU decoding: the same weights as a transformers ``LlamaForCausalLM``, run by
 a few plain PyTorch ops per layer with a preallocated KV cache. It runs drafts, and optionally the
-target (``SpeculativeGenerator(lean_target=True)``).
+target (``TextModels(lean_target=True)``).
 
 For a 1-layer draft the transformers forward is dominated by per-call Python overhead (module
 hooks, mask construction, cache bookkeeping) and every op counts. This module fuses q/k/v and
@@ -12,10 +12,10 @@ transformers model inside ``CausalLMState`` (input_ids, attention_mask, position
 float rounding (the tests check both, and greedy identity with the target's own ``generate()``);
 verifying with it is opt-in for that reason.
 
-With ``vocab`` (token ids, see ``specvideo.text.vocab``) only those rows of the output projection
+With ``vocab`` (token ids, see ``specvideo.text.models.vocab``) only those rows of the output projection
 are computed; the other logits are -inf, so the draft never proposes those tokens (FR-Spec).
 
-With ``invariant=True`` (the bf16 targets' precision policy, ``specvideo.text.precision``) every
+With ``invariant=True`` (the bf16 targets' precision policy, ``specvideo.text.models.precision``) every
 position of a k-token block is computed with the operations of a 1-token step: each query attends
 over its own key prefix in a call of its own, the linear layers use one kernel path whatever the
 number of rows (probed at build time; where a shape's path changes with the rows, every call runs
@@ -23,7 +23,7 @@ in fixed tiles of ``ROW_TILE`` rows), and the first forward stops one token shor
 end (``CausalLMState``). A block's logits then equal the 1-token steps' bit for bit. Qwen2 models
 (projection biases on q, k, v) run too.
 
-Two extras serve the draft head (``specvideo.text.head``): with ``fc`` (the head's input projection)
+Two extras serve the draft head (``specvideo.text.models.head``): with ``fc`` (the head's input projection)
 each token's input is ``fc([embedding, feature])`` for the ``features`` passed beside the tokens, and
 ``output_hidden_states=True`` returns the final-normed hidden state of every fed position (the
 target's features the head reads; the head's own predicted features).
@@ -39,16 +39,17 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
-from specvideo.text import invariant
-from specvideo.text.invariant import row_unit, wide_tile
-from specvideo.text.precision import LEAN_MODEL_TYPES  # qwen2: Llama with q/k/v biases
-from specvideo.text.quant import is_quantized, quantize
-from specvideo.text.vocab import check_vocabulary
+from specvideo.device import packs_float32
+from specvideo.text.models.precision import LEAN_MODEL_TYPES  # qwen2: Llama with q/k/v biases
+from specvideo.text.models.vocab import check_vocabulary
+from specvideo.text.runtime import invariant
+from specvideo.text.runtime.invariant import row_unit, wide_tile
+from specvideo.text.runtime.quant import is_quantized, quantize
 
 
 @dataclass(frozen=True)
 class _Canonical:
-    """Invariant mode's attention: the block's calls (``specvideo.text.invariant``), shared by every
+    """Invariant mode's attention: the block's calls (``specvideo.text.runtime.invariant``), shared by every
     row (no hole, every row at the same position), or each row's own (``rows``)."""
 
     plan: list
@@ -144,7 +145,7 @@ class LeanLlama(nn.Module):
         weights: str | None = None,
     ):
         """weights: None keeps the model's dense weights; "int8" or "int4" quantises every projection
-        and the output head (weight-only, ``specvideo.text.quant``; the embedding table stays dense)."""
+        and the output head (weight-only, ``specvideo.text.runtime.quant``; the embedding table stays dense)."""
         super().__init__()
         config = model.config
         if getattr(config, "model_type", None) not in LEAN_MODEL_TYPES:
@@ -208,11 +209,7 @@ class LeanLlama(nn.Module):
         """oneDNN copies of every projection in its pre-packed (blocked) layout, keyed by the dense
         weight's id, and zero biases per output width: a k-token product then reads the packed
         weight instead of re-laying it out every call (CPU, float32 only)."""
-        if (
-            self.device.type != "cpu"
-            or self.lm_head.dtype != torch.float32
-            or not torch.backends.mkldnn.is_available()
-        ):
+        if not packs_float32(self.device, self.lm_head.dtype):
             raise ValueError("packed=True needs float32 weights on a CPU with oneDNN (torch.backends.mkldnn)")
         weights = self._weights()
         packed = {id(w): w.to_mkldnn() for w in weights}

@@ -3,13 +3,9 @@
 ``dtype="auto"`` (the default of the API, the CLI, the server and the app) picks bfloat16 where the
 hardware computes it natively and float32 elsewhere:
 
-- CPU: bfloat16 when the processor has bf16 dot-product instructions (``avx512_bf16`` or the AMX
-  tiles ``amx_bf16`` in its flags, which oneDNN uses for bf16 matrix products), else float32
-  (oneDNN would emulate bf16 there, slower than float32). Decided from the CPU's flags, not from a
-  timing: a timing at load would cost seconds and vary with load. docs/BENCHMARKS.md "Text: decode
-  cost per dtype" has the measured curve behind the rule: on this project's CPUs a bf16 product
-  over 1-16 tokens costs less than a float32 one over 1, and grows far more slowly with the tokens.
-- CUDA: bfloat16 where the GPU supports it, else float32. Other devices: float32.
+- CPU: bfloat16 when the processor has bf16 dot-product instructions, else float32; CUDA:
+  bfloat16 where the GPU supports it, else float32; other devices: float32 (``specvideo.device``,
+  the one probe of the hardware, which the video side's autocast reads too).
 
 Exactness. In float32 a k-token check and a 1-token step round almost alike, so greedy speculative
 output equals the target's own greedy decoding (measured, not guaranteed). In bfloat16 they do not:
@@ -17,7 +13,7 @@ a product's rounding depends on the kernel, and argmax flips at near ties. So a 
 ``LeanLlama(invariant=True)``: every position of a verification block is computed with exactly the
 operations of a 1-token step (each query attends over its own key prefix in its own call; linear
 layers in calls of a fixed row tile, or of any number of rows where a probe at load finds each
-row's bits independent of it: ``specvideo.text.invariant``). Speculative output then equals the same
+row's bits independent of it: ``specvideo.text.runtime.invariant``). Speculative output then equals the same
 model's own greedy decoding bit for bit. It differs from another implementation's bf16 decoding
 (transformers' ``generate()``) at near ties only: both round the same model differently.
 ``exact=True`` (``--exact``) runs float32 for users who need the float32 model's own tokens.
@@ -30,44 +26,20 @@ measured in docs/BENCHMARKS.md "Text: weight formats".
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
 import torch
 
+from specvideo.device import native_bf16
+
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "int4")
-# weight-only formats (``specvideo.text.quant``): projections in int8 / int4, activations in the
+# weight-only formats (``specvideo.text.runtime.quant``): projections in int8 / int4, activations in the
 # dtype "auto" picks; LeanLlama runs them, invariantly (their greedy speculative output equals the
 # same quantised model's own greedy decoding bit for bit)
 WEIGHT_ONLY = ("int8", "int4")
 # the architectures LeanLlama runs, so the only ones whose bf16 checks can be made invariant
 LEAN_MODEL_TYPES = ("llama", "qwen2")
-NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of bf16 dot products
-
-
-@functools.lru_cache(maxsize=1)
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (Linux ``/proc/cpuinfo``); empty where they cannot be read."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.partition(":")[2].split())
-    return frozenset()
-
-
-def native_bf16(device: torch.device | str = "cpu", flags: frozenset[str] | None = None) -> bool:
-    """Whether bfloat16 products run natively on ``device`` (CPU: by its flags; CUDA: by the GPU)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    if device.type != "cpu":
-        return False
-    flags = cpu_flags() if flags is None else flags
-    return any(flag in flags for flag in NATIVE_BF16_FLAGS) and torch.backends.mkldnn.is_available()
 
 
 def resolve_dtype(

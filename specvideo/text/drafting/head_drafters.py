@@ -1,4 +1,4 @@
-"""Drafters that run the draft head (``specvideo.text.head``) on the target's features.
+"""Drafters that run the draft head (``specvideo.text.models.head``) on the target's features.
 
 The head's slot j holds token x_j with the target's feature f_{j-1} (zeros for x_0). It can only start once the
 target has run over the prompt, so its first round proposes nothing; from then on, each commit
@@ -21,10 +21,10 @@ from collections.abc import Callable
 import torch
 
 from specvideo.core.acceptance import sample_categorical
-from specvideo.core.tree import TokenTree
 from specvideo.core.types import Draft, Verdict
+from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig, to_probs
-from specvideo.text.state import CausalLMState
+from specvideo.text.tree import TokenTree
 
 
 def _empty(device: torch.device) -> Draft:

@@ -27,7 +27,7 @@ from safetensors.torch import load_file
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
-from specvideo.text.shared_draft import write_weights
+from specvideo.text.models.shared_draft import write_weights
 
 HEAD_MARKER = "specvideo_draft_head"
 INIT_KEY = "specvideo_init_layer"
