@@ -65,7 +65,7 @@ def with_head(models: TextModels, target_dir: str) -> TextModels:
     check(not target_dir, "the draft head is trained for the default target (SmolLM2): use another drafter")
     if models.head is None:
         head_dir = shipped(*DEFAULT_HEAD)
-        models.head, models.head_ranking = load_head(head_dir, models.target).eval(), load_token_ranking(head_dir)
+        models.add_head(load_head(head_dir, models.target), load_token_ranking(head_dir))
     return models
 
 

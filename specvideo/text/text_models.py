@@ -115,6 +115,10 @@ class TextModels:
         self.prompt_cache = None  # a specvideo.text.runtime.prompt_cache.PromptCache: reuse recent prompts' prefixes
         self._packings: dict[int, object] = {}
 
+    def add_head(self, head: DraftHead, ranking: list[int] | None = None) -> None:
+        """Add a draft head on this target's features (and its token ranking) to what is loaded."""
+        self.head, self.head_ranking = head.to(self.device).eval(), ranking
+
     def _target_runner(self, lean_target) -> PreTrainedModel | LeanLlama:
         """What runs the target's forwards: ``lean_target`` itself when it is a LeanLlama of the
         same kind, a LeanLlama built here, or the transformers model."""
@@ -202,7 +206,7 @@ class TextModels:
         """Refuse a run past the target's positions, or past those of the model ``spec`` drafts with."""
         check_context(prompt_length, max_new_tokens, context_length(self.target))
         model = self.draft_for(spec)
-        if model is not None and not isinstance(model, DraftHead):  # drafts never run past the target's room
+        if model is not None:  # drafts never run past the target's room
             check_context(prompt_length, max_new_tokens, context_length(model), "draft")
 
     def cache_prompt(self, ids: list[int], state) -> int:

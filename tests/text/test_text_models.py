@@ -34,7 +34,7 @@ def test_a_generator_is_cheap_and_checks_its_settings_against_the_models():
     m = models()
     with pytest.raises(ValueError, match="need a draft head"):
         SpeculativeGenerator(m, drafter="head")
-    with pytest.raises(ValueError, match="draft length|num_draft_tokens|k must"):
+    with pytest.raises(ValueError, match="k must be an integer >= 1, got 0"):
         SpeculativeGenerator(m, drafter="lean", num_draft_tokens=0)
     with pytest.raises(ValueError, match="draft vocabulary size"):
         SpeculativeGenerator(m, drafter="lean", draft_vocab_size=-1)
@@ -73,3 +73,13 @@ def test_a_self_copy_asked_after_the_dense_weights_went_is_a_clear_error():
         SpeculativeGenerator(m, drafter="self")
     kept = TextModels(tiny_llama(VOCAB, seed=0, logit_scale=2.0).to(torch.bfloat16), weights="int8", copies=("int4",))
     assert SpeculativeGenerator(kept, drafter="self").runner.weights == "int4"
+
+
+def test_a_lookup_on_its_own_keeps_its_rows_and_stops_for_retired_ones():
+    lookup = NGramDrafter(2)
+    ids = torch.tensor([[1, 2, 3, 1, 2], [4, 5, 4, 5, 4]])
+    lookup.start(ids, torch.ones_like(ids))
+    assert lookup.propose(2, None).items.tolist() == [[3, 1], [5, 4]]
+    lookup.retire(torch.tensor([False, True]))
+    draft = lookup.propose(2, None)
+    assert draft.lengths.tolist() == [2, 0] and lookup.done == [False, True]

@@ -226,7 +226,8 @@ class NGramDrafter:
         return [not on for on in self.rows.active.tolist()]
 
     def retire(self, done: torch.Tensor) -> None:
-        pass  # the rows say which are active
+        if self._own_rows:  # else the run's rows say which are active
+            self.rows.active &= ~done.cpu()
 
     def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         pass  # a joining row is the run's
