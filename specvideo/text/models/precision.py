@@ -18,6 +18,10 @@ model's own greedy decoding bit for bit. It differs from another implementation'
 (transformers' ``generate()``) at near ties only: both round the same model differently.
 ``exact=True`` (``--exact``) runs float32 for users who need the float32 model's own tokens.
 
+``dtype="gguf"``: a target converted from a GGUF file runs that file's own quantised blocks (Q4_K,
+Q6_K, Q4_1, Q8_0), not re-rounded, on specvideo's own VNNI kernel, float32 activations
+(``specvideo.text.runtime.kquant``); exact in the same sense against its own greedy decoding.
+
 ``dtype="int8"`` / ``"int4"``: weight-only quantised projections and output head (fewer bytes per
 weight, for a memory-bound model), activations in the dtype "auto" would pick; exact in the same
 sense against the quantised model's own decoding. Not lossless against bf16: the quality cost is
@@ -33,11 +37,11 @@ import torch
 
 from specvideo.device import native_bf16
 
-DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "int4")
+DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "int4", "gguf")
 # weight-only formats (``specvideo.text.runtime.quant``): projections in int8 / int4, activations in the
 # dtype "auto" picks; LeanLlama runs them, invariantly (their greedy speculative output equals the
 # same quantised model's own greedy decoding bit for bit)
-WEIGHT_ONLY = ("int8", "int4")
+WEIGHT_ONLY = ("int8", "int4", "gguf")  # gguf: a GGUF-sourced target in its file's own block formats
 # the architectures LeanLlama runs, so the only ones whose bf16 checks can be made invariant
 LEAN_MODEL_TYPES = ("llama", "qwen2")
 
@@ -66,6 +70,8 @@ def resolve_dtype(
         raise ValueError(
             f"dtype={name!r} runs on LeanLlama ({', '.join(LEAN_MODEL_TYPES)} models), not model_type={architecture!r}"
         )
+    if name == "gguf":  # the file's blocks run with float32 activations, as llama.cpp's do
+        return torch.float32
     if name == "auto" or name in WEIGHT_ONLY:  # weight-only formats: activations as auto picks them
         lean = architecture is None or architecture in LEAN_MODEL_TYPES
         return torch.bfloat16 if lean and native_bf16(device or "cpu", flags) else torch.float32
@@ -73,7 +79,7 @@ def resolve_dtype(
 
 
 def weight_format(dtype: str | torch.dtype | None) -> str | None:
-    """"int8" or "int4" where ``dtype`` names a weight-only format, else None (dense weights)."""
+    """"int8", "int4" or "gguf" where ``dtype`` names a weight-only format, else None (dense weights)."""
     return dtype if isinstance(dtype, str) and dtype in WEIGHT_ONLY else None
 
 

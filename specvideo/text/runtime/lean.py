@@ -143,9 +143,12 @@ class LeanLlama(nn.Module):
         fc: nn.Linear | None = None,
         invariant: bool = False,
         weights: str | None = None,
+        gguf: str | None = None,
     ):
         """weights: None keeps the model's dense weights; "int8" or "int4" quantises every projection
-        and the output head (weight-only, ``specvideo.text.runtime.quant``; the embedding table stays dense)."""
+        and the output head (weight-only, ``specvideo.text.runtime.quant``; the embedding table stays dense);
+        "gguf" runs the GGUF file ``gguf`` (the model's source) in its own block formats, unrounded
+        (``specvideo.text.models.gguf_weights``): norms unfolded, activations in float32 as llama.cpp's."""
         super().__init__()
         config = model.config
         if getattr(config, "model_type", None) not in LEAN_MODEL_TYPES:
@@ -163,9 +166,16 @@ class LeanLlama(nn.Module):
         self.kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
         self.eps = config.rms_norm_eps
+        if (weights == "gguf") != (gguf is not None):
+            raise ValueError('weights="gguf" and a gguf file go together')
         with torch.no_grad():
             self.embed = model.model.embed_tokens.weight.detach()
+            if gguf is not None:  # the file's own weights; no dense copy is made
+                self.weights = weights
+                self._init_gguf(model, gguf, vocab, fc)
+                return
             self.layers = [_fuse(layer) for layer in model.model.layers]
+            self.head_norm = None  # folded into lm_head
             head = model.lm_head.weight.detach()  # (V, d)
             self.vocab_size = head.shape[0]
             self.vocab = None if vocab is None else check_vocabulary(vocab, self.vocab_size).to(head.device)
@@ -188,6 +198,21 @@ class LeanLlama(nn.Module):
         # and the row multiple it is padded to (``invariant.row_unit``: 1 for quantised weights)
         self._tiles = {id(w): (wide_tile(w, self.dtype), row_unit(w, self.dtype)) for w in self._weights()} if invariant else {}
 
+    def _init_gguf(self, model: PreTrainedModel, path: str, vocab, fc) -> None:
+        from specvideo.text.models.gguf_weights import load_layers
+
+        if vocab is not None or fc is not None:
+            raise ValueError('weights="gguf" runs a whole target: no restricted vocabulary, no draft head input')
+        loaded = load_layers(path, self.config)
+        self.layers, self.lm_head, self.head_norm = loaded.layers, loaded.lm_head, loaded.norm
+        self.embed_table, self.norm_weight = loaded.embed, loaded.norm
+        self.embed = torch.zeros(1, loaded.norm.shape[0])  # float32: the activations' dtype
+        self.vocab_size, self.vocab, self.fc = loaded.embed.shape[0], None, None
+        self._packed, self._bias = {}, {}
+        self.cos, self.sin = self._rope_tables(model)
+        self.invariant = True
+        self._tiles = {id(w): (wide_tile(w, self.dtype), row_unit(w, self.dtype)) for w in self._weights()}
+
     def _quantize(self, fmt: str) -> None:
         """Every projection and the output head in ``fmt``, the dense copies dropped."""
         for layer in self.layers:
@@ -202,7 +227,7 @@ class LeanLlama(nn.Module):
 
     def _weights(self) -> list[torch.Tensor]:
         """Every projection matrix, the output head first (biases excluded)."""
-        matrices = [w for layer in self.layers for name, w in vars(layer).items() if name != "qkv_bias"]
+        matrices = [w for layer in self.layers for name, w in vars(layer).items() if name in PROJECTIONS]
         return [self.lm_head, *matrices]
 
     def _pack(self) -> tuple[dict, dict]:
@@ -222,7 +247,7 @@ class LeanLlama(nn.Module):
         gigabytes). rotate_half(x) = roll(x, D/2) * sign."""
         T, D = self.config.max_position_embeddings, self.head_dim
         positions = torch.arange(T, device=self.device)[None]
-        cos, sin = model.model.rotary_emb(self.embed[None, :1], positions)  # (1, T, D) each
+        cos, sin = model.model.rotary_emb(self.embed[None, :1].to(self.dtype), positions)  # (1, T, D) each
         sign = torch.cat([-torch.ones(D // 2), torch.ones(D - D // 2)]).to(sin)  # (D,)
         return cos[0].contiguous(), (sin[0] * sign).contiguous()  # (T, D) each
 
@@ -268,7 +293,7 @@ class LeanLlama(nn.Module):
         B, n = input_ids.shape
         start = cache.length
         cache.reserve(n)
-        x = F.embedding(input_ids, self.embed)  # (B, n, d)
+        x = self._embed(input_ids)  # (B, n, d)
         if self.fc is not None:
             if features is None or features.shape[:2] != (B, n):
                 raise ValueError(f"a draft head needs a feature beside each of its {n} tokens")
@@ -284,21 +309,31 @@ class LeanLlama(nn.Module):
         else:
             mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         for i, layer in enumerate(self.layers):
-            x = x + self._attend(i, layer, self._norm(x), cos, sin, mask, cache)
-            gate, up = self._linear(self._norm(x), layer.gate_up).chunk(2, -1)  # (B, n, I) each
+            x = x + self._attend(i, layer, self._norm(x, layer.in_norm), cos, sin, mask, cache)
+            gate, up = self._linear(self._norm(x, layer.post_norm), layer.gate_up).chunk(2, -1)  # (B, n, I) each
             x = x + self._linear(F.silu(gate) * up, layer.down)  # (B, n, d)
         cache.length = start + n
         hidden = (self._norm(x) * self.norm_weight,) if output_hidden_states else None  # (B, n, d)
-        x = self._norm(x[:, -logits_to_keep:] if logits_to_keep else x)
+        x = self._norm(x[:, -logits_to_keep:] if logits_to_keep else x, self.head_norm)
         logits = self._linear(x, self.lm_head)  # (B, n_keep, V')
         if self.vocab is not None:  # back to the full vocabulary, -inf outside the draft's
             full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))  # (B, n_keep, V)
             logits = full.index_copy_(-1, self.vocab, logits)
         return SimpleNamespace(logits=logits, hidden_states=hidden)  # (B, n_keep, V)
 
-    def _norm(self, x: torch.Tensor) -> torch.Tensor:
-        """RMSNorm without its weight (folded into the next projection)."""
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True).add_(self.eps))
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+        """RMSNorm; its weight folded into the next projection unless given (GGUF weights)."""
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True).add_(self.eps))
+        return x if weight is None else x * weight
+
+    def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """(B, n) -> (B, n, d): rows of the dense table, or unpacked from a GGUF block table."""
+        table = getattr(self, "embed_table", None)
+        if table is None:
+            return F.embedding(input_ids, self.embed)
+        if isinstance(table, torch.Tensor):
+            return F.embedding(input_ids, table)
+        return table.rows(input_ids.reshape(-1)).reshape(*input_ids.shape, -1)
 
     def _attend(self, i, layer, h, cos, sin, mask, cache: LeanCache) -> torch.Tensor:
         B, n, _ = h.shape
@@ -337,6 +372,7 @@ class LeanLlama(nn.Module):
         return out.reshape(*x.shape[:-1], weight.shape[0])
 
 
+PROJECTIONS = ("qkv", "o_proj", "gate_up", "down")  # a layer's matrices
 SMALL_M = range(2, 7)  # rows for which W @ x^T beats x @ W^T on this project's CPU (MKL)
 
 
@@ -362,6 +398,8 @@ def _fuse(layer) -> SimpleNamespace:
     qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
     gate_up = torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])
     return SimpleNamespace(
+        in_norm=None,  # folded into qkv
+        post_norm=None,  # folded into gate_up
         qkv_bias=None if biases[0] is None else torch.cat(biases).detach(),
         qkv=(qkv * layer.input_layernorm.weight).detach(),
         o_proj=attn.o_proj.weight.detach(),

@@ -28,6 +28,10 @@ from dataclasses import dataclass
 
 import torch
 
+from specvideo.text.runtime import kernels
+from specvideo.text.runtime.kquant import KQuantWeight, Stacked
+from specvideo.text.runtime.kquant import quantize as kquantize
+
 WEIGHT_FORMATS = ("int8", "int4")  # besides the dense weights of the model's dtype
 # the int4 group size: 32 inputs, as the sub-blocks of llama.cpp's Q4_K (the GGUF files the named
 # models come from), so a min-max grid nearly retraces theirs: held-out code perplexity of the
@@ -109,11 +113,11 @@ class Int4Weight:
         return torch._weight_int4pack_mm_for_cpu(eye, self.packed, self.group_size, self.scales_zeros.float()).T
 
 
-QuantizedWeight = Int8Weight | Int4Weight
+QuantizedWeight = Int8Weight | Int4Weight | KQuantWeight | Stacked
 
 
 def is_quantized(weight) -> bool:
-    return isinstance(weight, Int8Weight | Int4Weight)
+    return isinstance(weight, Int8Weight | Int4Weight | KQuantWeight | Stacked)
 
 
 def linear(x: torch.Tensor, weight) -> torch.Tensor:
@@ -150,6 +154,8 @@ def quantize(weight: torch.Tensor, fmt: str, dtype: torch.dtype | None = None) -
         scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-12)  # (N,)
         data = torch.round(w / scales[:, None]).clamp(-128, 127).to(torch.int8)  # (N, K)
         return Int8Weight(data.contiguous(), scales.to(dtype))
+    if kernels.available():  # our kernel: one pass over the weights for all rows (kquant)
+        return kquantize(weight)
     N, K = w.shape
     group = next(g for g in INT4_GROUPS if K % g == 0)
     groups = w.reshape(N, K // group, group)  # (N, G, g)

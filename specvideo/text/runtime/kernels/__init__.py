@@ -1,0 +1,70 @@
+"""Our own CPU kernel for k-quant weights (``qmm.cpp``), built once with ``torch.utils.cpp_extension``.
+
+The kernel needs AVX-512 with VNNI (vpdpbusd) and a C++ compiler; it is compiled on first use into
+``<cache>/kernels`` (``SPECVIDEO_CACHE`` moves it; about a minute on 2 cores, reported once) and
+loaded from there afterwards. ``available()`` says whether it can run here and why not; callers
+fall back to PyTorch's own weight-only kernels where it cannot.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import time
+from pathlib import Path
+
+from specvideo.paths import cache_root
+
+SOURCE = Path(__file__).with_name("qmm.cpp")
+FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mfma"]
+ENV_OFF = "SPECVIDEO_NO_QMM"  # set to 1 to run PyTorch's kernels instead (the comparison in the bench)
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def why_not() -> str | None:
+    """None where the kernel can be built and run here, else the reason."""
+    if os.environ.get(ENV_OFF, "") not in ("", "0"):
+        return f"switched off by {ENV_OFF}"
+    missing = {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} - _cpu_flags()
+    if missing:
+        return f"this CPU lacks {', '.join(sorted(missing))}"
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        return "no C++ compiler found (apt-get install -y g++, or set CXX)"
+    return None
+
+
+def available() -> bool:
+    return why_not() is None
+
+
+BUILD_SECONDS: dict[str, float] = {}  # what the first load of this process cost (0 when cached)
+
+
+@functools.cache
+def module():
+    """The compiled extension (built on first call, cached on disk); a clear error where it cannot be."""
+    reason = why_not()
+    if reason is not None:
+        raise RuntimeError(f"the k-quant kernel cannot run here: {reason}")
+    from torch.utils.cpp_extension import load
+
+    build = cache_root() / "kernels" / "qmm"
+    build.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    try:
+        ext = load(name="specvideo_qmm", sources=[str(SOURCE)], extra_cflags=FLAGS, build_directory=str(build))
+    except Exception as err:  # a compiler or ninja failure: say so, do not show the build's traceback
+        raise RuntimeError(f"building the k-quant kernel failed ({str(err).splitlines()[0]}); see {build}") from err
+    BUILD_SECONDS["qmm"] = time.perf_counter() - start
+    return ext

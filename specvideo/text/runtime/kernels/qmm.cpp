@@ -1,0 +1,152 @@
+// Weight-only quantised matrix products for the CPU, in the layout of llama.cpp's k-quants:
+// y (M, N) = x (M, K) @ W^T with W[n, k] = d[n, j] * sc[n, g] * u[n, k] - dmin[n, j] * mn[n, g]
+// (u: unsigned codes of 4 or 8 bits; g: a group of G inputs; j: a super-block of S groups).
+// Q4_K maps onto it exactly (G 32, S 8), Q6_K too (8-bit codes, G 16, S 16), Q4_1 and Q8_0 with
+// S 1; any dense weight can be rounded to it.
+//
+// The activations are rounded to int8 per block of 32 inputs (as llama.cpp's Q8 blocks), so the
+// product of a group is an integer dot product: AVX-512 VNNI's vpdpbusd multiplies 64 code bytes
+// by 64 activation bytes per instruction. Each 16-output tile's codes are unpacked once and used
+// for every row of the call: a check of 4 rows reads and unpacks the weights once, not 4 times.
+//
+// Every row is computed by the same sequence of operations whatever the call's row count and
+// whichever thread runs it: a row's output bits do not depend on its neighbours (the invariant
+// verifier's contract; specvideo/text/runtime/invariant.py).
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <immintrin.h>
+#include <cmath>
+#include <cstdint>
+
+namespace {
+
+constexpr int TILE = 16;  // outputs per tile: the 16 int32 lanes of a zmm register
+constexpr int QBLOCK = 32;  // activations rounded to int8 per block of this many inputs
+constexpr int MR = 8;  // rows per micro-kernel call
+
+// Rows x (M, K) float32 -> codes (M, K) int8 and, per group of G inputs, the block's scale dx and
+// dx * (sum of the group's codes): the terms that turn an integer dot product into floats.
+void quantize_rows(const float* x, int64_t M, int64_t K, int64_t G, int8_t* xq, float* dx, float* dxs) {
+  const int64_t groups = K / G;
+  at::parallel_for(0, M, 1, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      const float* row = x + m * K;
+      int8_t* q = xq + m * K;
+      for (int64_t b = 0; b < K; b += QBLOCK) {
+        float amax = 0.f;
+        for (int i = 0; i < QBLOCK; ++i) amax = std::max(amax, std::fabs(row[b + i]));
+        const float d = amax / 127.f;
+        const float id = d > 0.f ? 1.f / d : 0.f;
+        for (int i = 0; i < QBLOCK; ++i) q[b + i] = (int8_t)std::nearbyint(row[b + i] * id);
+        for (int64_t g = b / G; g < (b + QBLOCK) / G; ++g) {
+          int sum = 0;
+          for (int64_t i = g * G; i < (g + 1) * G; ++i) sum += q[i];
+          dx[m * groups + g] = d;
+          dxs[m * groups + g] = d * (float)sum;
+        }
+      }
+    }
+  });
+}
+
+// One tile (16 outputs) for R rows: codes (groups, G / 4 or G / 8 zmm), sub-scales (groups, 2, 16)
+// int8, super-block scales (supers, 2, 16) float32.
+template <int BITS, int G, int R>
+inline void tile_rows(const uint8_t* codes, const int8_t* scales, const float* supers, int64_t groups, int64_t S,
+                      const int8_t* xq, const float* dx, const float* dxs, int64_t K, int64_t groups_all,
+                      float* y, int64_t ldy) {
+  constexpr int QUADS = G / 4;  // 4-input steps per group: one vpdpbusd each
+  constexpr int ZMM = BITS == 4 ? QUADS / 2 : QUADS;  // code registers loaded per group
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512 d = _mm512_setzero_ps(), dmin = _mm512_setzero_ps();
+  for (int64_t g = 0; g < groups; ++g) {
+    if (g % S == 0) {
+      d = _mm512_loadu_ps(supers + (g / S) * 2 * TILE);
+      dmin = _mm512_loadu_ps(supers + (g / S) * 2 * TILE + TILE);
+    }
+    __m512i w[QUADS];
+    const uint8_t* cg = codes + g * ZMM * 64;
+    if constexpr (BITS == 4) {
+      for (int j = 0; j < ZMM; ++j) {
+        const __m512i packed = _mm512_loadu_si512(cg + j * 64);
+        w[j] = _mm512_and_si512(packed, low);
+        w[j + ZMM] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+      }
+    } else {
+      for (int j = 0; j < ZMM; ++j) w[j] = _mm512_loadu_si512(cg + j * 64);
+    }
+    const int8_t* sg = scales + g * 2 * TILE;
+    const __m512 s = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)sg))));
+    const __m512 b = _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(sg + TILE)))));
+    for (int r = 0; r < R; ++r) {
+      const int32_t* xr = (const int32_t*)(xq + r * K + g * G);
+      __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+      for (int j = 0; j < QUADS; j += 2) {
+        even = _mm512_dpbusd_epi32(even, w[j], _mm512_set1_epi32(xr[j]));
+        odd = _mm512_dpbusd_epi32(odd, w[j + 1], _mm512_set1_epi32(xr[j + 1]));
+      }
+      const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));  // sum_k u * xq
+      // acc += dx * s * dot - b * (dx * sum xq): the group's d * sc * u - dmin * mn times x
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(dx[r * groups_all + g])), dot, acc[r]);
+      acc[r] = _mm512_fnmadd_ps(b, _mm512_set1_ps(dxs[r * groups_all + g]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy, acc[r]);
+}
+
+template <int BITS, int G>
+void run(const uint8_t* codes, const int8_t* scales, const float* supers, int64_t N, int64_t K, int64_t S,
+         const int8_t* xq, const float* dx, const float* dxs, int64_t M, float* y) {
+  const int64_t groups = K / G, tiles = N / TILE;
+  const int64_t code_tile = groups * (BITS == 4 ? G / 8 : G / 4) * 64;  // bytes of one tile's codes
+  at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const uint8_t* ct = codes + t * code_tile;
+      const int8_t* st = scales + t * groups * 2 * TILE;
+      const float* dt = supers + t * (groups / S) * 2 * TILE;
+      for (int64_t m = 0; m < M; m += MR) {
+        const int64_t R = std::min<int64_t>(MR, M - m);
+        const int8_t* xr = xq + m * K;
+        const float* dxr = dx + m * groups;
+        const float* dxsr = dxs + m * groups;
+        float* yr = y + m * N + t * TILE;
+        switch (R) {
+#define ROWS(n) case n: tile_rows<BITS, G, n>(ct, st, dt, groups, S, xr, dxr, dxsr, K, groups, yr, N); break;
+          ROWS(1) ROWS(2) ROWS(3) ROWS(4) ROWS(5) ROWS(6) ROWS(7) ROWS(8)
+#undef ROWS
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+// x (M, K) float32; codes (N / 16, groups, bytes) uint8; scales (N / 16, groups, 2, 16) int8;
+// supers (N / 16, groups / S, 2, 16) float32 -> (M, N) float32.
+torch::Tensor qmm(torch::Tensor x, torch::Tensor codes, torch::Tensor scales, torch::Tensor supers,
+                  int64_t bits, int64_t group, int64_t S) {
+  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == torch::kFloat32 && x.is_contiguous(), "x: contiguous (M, K) float32");
+  const int64_t M = x.size(0), K = x.size(1), N = codes.size(0) * TILE;
+  TORCH_CHECK(K % QBLOCK == 0 && K % group == 0, "K must be a multiple of 32 and of the group");
+  TORCH_CHECK(codes.size(1) == K / group && scales.size(1) == K / group, "codes and scales: K / group groups");
+  TORCH_CHECK((K / group) % S == 0 && supers.size(1) == K / group / S, "supers: K / (group * S) super-blocks");
+  auto xq = torch::empty({M, K}, torch::kInt8);
+  auto dx = torch::empty({M, K / group}, torch::kFloat32);
+  auto dxs = torch::empty({M, K / group}, torch::kFloat32);
+  quantize_rows(x.data_ptr<float>(), M, K, group, xq.data_ptr<int8_t>(), dx.data_ptr<float>(), dxs.data_ptr<float>());
+  auto y = torch::empty({M, N}, torch::kFloat32);
+  const auto* c = codes.data_ptr<uint8_t>();
+  const auto* s = scales.data_ptr<int8_t>();
+  const auto* d = supers.data_ptr<float>();
+  const auto* q = xq.data_ptr<int8_t>();
+  if (bits == 4 && group == 32) run<4, 32>(c, s, d, N, K, S, q, dx.data_ptr<float>(), dxs.data_ptr<float>(), M, y.data_ptr<float>());
+  else if (bits == 8 && group == 32) run<8, 32>(c, s, d, N, K, S, q, dx.data_ptr<float>(), dxs.data_ptr<float>(), M, y.data_ptr<float>());
+  else if (bits == 8 && group == 16) run<8, 16>(c, s, d, N, K, S, q, dx.data_ptr<float>(), dxs.data_ptr<float>(), M, y.data_ptr<float>());
+  else TORCH_CHECK(false, "unsupported codes: bits ", bits, ", group ", group, " (4/32, 8/32, 8/16)");
+  return y;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("qmm", &qmm, "quantised weight x float activations (VNNI)"); }

@@ -1,0 +1,207 @@
+"""k-quant weights: llama.cpp's block formats held as they are and multiplied by our own kernel.
+
+One layout holds them all: W[n, k] = d[n, j] * sc[n, g] * u[n, k] - dmin[n, j] * mn[n, g], with
+unsigned codes u of 4 or 8 bits, int8 sub-scales sc, mn per group g of ``group`` inputs and float32
+scales d, dmin per super-block j of ``S`` groups. The GGUF block types map onto it without
+re-rounding (``specvideo.text.models.gguf_weights``):
+
+| GGUF | codes | group | S | d, sc | dmin, mn |
+|---|---|---|---|---|---|
+| Q4_K | 4-bit q | 32 | 8 | d, 6-bit scale | dmin, 6-bit min |
+| Q6_K | 8-bit q (6 used) | 16 | 16 | d, int8 scale | 32 d, int8 scale |
+| Q4_1 | 4-bit q | 32 | 1 | d, 1 | -m, 1 |
+| Q8_0 | 8-bit q + 128 | 32 | 1 | d, 1 | 128 d, 1 |
+
+so the weights are the file's own, bit for bit (d * sc and dmin * mn are exact in float32; the
+tests compare with the gguf package's dequantisation). Any dense weight can be rounded to the same
+layout (``quantize``: 4-bit codes, min-max per group of 32, sub-scales rounded to int8 per
+super-block of 8: 4.6 bits a weight).
+
+The product (``qmm.cpp``) rounds activations to int8 per 32 inputs, as llama.cpp's Q8 blocks do, and
+multiplies with AVX-512 VNNI; a call's weights are unpacked once for all its rows. Each row's bits
+are its own whatever the call's width (the invariant verifier's contract).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specvideo.text.runtime import kernels
+
+TILE = 16  # outputs per kernel tile
+
+
+@dataclass(frozen=True)
+class KQuantWeight:
+    """A (N, K) weight in the k-quant layout above, laid out for ``qmm.cpp``."""
+
+    codes: torch.Tensor  # (N / 16, groups, bytes) uint8
+    scales: torch.Tensor  # (N / 16, groups, 2, 16) int8: sc, mn
+    supers: torch.Tensor  # (N / 16, groups / S, 2, 16) float32: d, dmin
+    bits: int
+    group: int
+    S: int
+    out_features: int
+    in_features: int
+    source: str = "int4"  # what it came from: a GGUF type name, or "int4" (rounded by us)
+
+    fmt = "kquant"
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((self.out_features, self.in_features))
+
+    @property
+    def device(self) -> torch.device:
+        return self.codes.device
+
+    @property
+    def dtype(self) -> str:
+        return self.fmt
+
+    @property
+    def nbytes(self) -> int:
+        return self.codes.nbytes + self.scales.nbytes + self.supers.nbytes
+
+    def linear(self, x: torch.Tensor) -> torch.Tensor:
+        """x (M, K) -> (M, N) in x's dtype."""
+        y = kernels.module().qmm(
+            x.float().contiguous(), self.codes, self.scales, self.supers, self.bits, self.group, self.S
+        )  # (M, N) float32
+        return y.to(x.dtype)
+
+    def dequantize(self) -> torch.Tensor:
+        """The (N, K) float32 weight: d * sc * u - dmin * mn, in the order llama.cpp computes it."""
+        u, sc, mn, d, dmin = unpack(self)
+        s = (d.repeat_interleave(self.S, 1) * sc.float()).repeat_interleave(self.group, 1)  # (N, K)
+        b = (dmin.repeat_interleave(self.S, 1) * mn.float()).repeat_interleave(self.group, 1)  # (N, K)
+        return s * u.float() - b
+
+    def concat(self, other: KQuantWeight) -> KQuantWeight:
+        """This weight's outputs followed by ``other``'s (same layout): q/k/v or gate/up fused."""
+        if (self.bits, self.group, self.S, self.in_features) != (other.bits, other.group, other.S, other.in_features):
+            raise ValueError("only weights of one k-quant layout and input width concatenate")
+        cat = lambda a, b: torch.cat([a, b])  # noqa: E731
+        return KQuantWeight(
+            cat(self.codes, other.codes), cat(self.scales, other.scales), cat(self.supers, other.supers),
+            self.bits, self.group, self.S, self.out_features + other.out_features, self.in_features,
+            self.source if self.source == other.source else f"{self.source}+{other.source}",
+        )
+
+    def rows(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows ``ids`` (n,) of the dequantised weight (n, K) float32, unpacking only those: an
+        embedding table looked up without a dense copy."""
+        tile, lane = ids // TILE, ids % TILE  # (n,) each
+        n, groups = len(ids), self.codes.shape[1]
+        lanes = self.codes[tile].reshape(n, groups, -1, TILE, 4)[torch.arange(n), :, :, lane]  # (n, groups, zmm, 4)
+        if self.bits == 4:
+            lanes = torch.cat([lanes & 0x0F, lanes >> 4], dim=2)  # (n, groups, quads, 4)
+        u = lanes.reshape(n, groups, self.group).float()  # (n, groups, group)
+        sc, mn = self.scales[tile, :, :, lane].float().unbind(-1)  # (n, groups) each
+        d, dmin = self.supers[tile, :, :, lane].unbind(-1)  # (n, groups / S) each
+        s = d.repeat_interleave(self.S, 1) * sc  # (n, groups)
+        b = dmin.repeat_interleave(self.S, 1) * mn
+        return (s[..., None] * u - b[..., None]).reshape(n, self.in_features)
+
+    def select_rows(self, rows: torch.Tensor) -> KQuantWeight:
+        """Output rows ``rows`` (whole tiles' worth, any order): a permuted or restricted weight."""
+        u, sc, mn, d, dmin = unpack(self)
+        return pack(u[rows], sc[rows], mn[rows], d[rows], dmin[rows], self.bits, self.group, self.S, self.source)
+
+
+class Stacked:
+    """Weights of different layouts applied as one: their outputs side by side (q/k/v where v is
+    Q6_K and q, k are Q4_K)."""
+
+    fmt = "kquant"
+
+    def __init__(self, parts: list):
+        self.parts = parts
+
+    @property
+    def shape(self) -> torch.Size:
+        return torch.Size((sum(p.shape[0] for p in self.parts), self.parts[0].shape[1]))
+
+    @property
+    def device(self) -> torch.device:
+        return self.parts[0].device
+
+    @property
+    def dtype(self) -> str:
+        return self.fmt
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.parts)
+
+    def linear(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([p.linear(x) for p in self.parts], dim=-1)  # (M, sum N)
+
+    def dequantize(self) -> torch.Tensor:
+        return torch.cat([p.dequantize() for p in self.parts])
+
+
+def fuse(parts: list) -> KQuantWeight | Stacked:
+    """Weights sharing an input, outputs concatenated: one weight where the layouts agree."""
+    out = [parts[0]]
+    for p in parts[1:]:
+        last = out[-1]
+        same = (last.bits, last.group, last.S) == (p.bits, p.group, p.S)
+        out[-1:] = [last.concat(p)] if same else [last, p]
+    return out[0] if len(out) == 1 else Stacked(out)
+
+
+def pack(u, sc, mn, d, dmin, bits: int, group: int, S: int, source: str) -> KQuantWeight:
+    """Codes u (N, K) uint8, sub-scales sc, mn (N, groups) int8, scales d, dmin (N, groups / S)
+    float32 -> the kernel's layout. N must be a multiple of 16."""
+    N, K = u.shape
+    if N % TILE or K % 32 or K % group:
+        raise ValueError(f"a k-quant weight needs N a multiple of {TILE} and K of 32; got {N} x {K}")
+    groups, quads = K // group, group // 4
+    # lane n of zmm j holds the 4 codes u[n, g * group + 4 j : + 4]
+    lanes = u.reshape(N // TILE, TILE, groups, quads, 4).permute(0, 2, 3, 1, 4)  # (T, groups, quads, 16, 4)
+    lanes = lanes.reshape(N // TILE, groups, quads, 64)
+    if bits == 4:  # quads j and j + quads / 2 share a byte: low and high nibble
+        lanes = lanes[:, :, : quads // 2] | (lanes[:, :, quads // 2 :] << 4)  # (T, groups, quads / 2, 64)
+    codes = lanes.reshape(N // TILE, groups, -1).contiguous()
+    tiles = lambda t: t.reshape(N // TILE, TILE, -1).transpose(1, 2)  # noqa: E731  (N, c) -> (T, c, 16)
+    scales = torch.stack([tiles(sc), tiles(mn)], dim=2).contiguous()  # (T, groups, 2, 16)
+    supers = torch.stack([tiles(d.float()), tiles(dmin.float())], dim=2).contiguous()  # (T, groups / S, 2, 16)
+    return KQuantWeight(codes, scales.to(torch.int8), supers, bits, group, S, N, K, source)
+
+
+def unpack(w: KQuantWeight):
+    """The inverse of ``pack``: u (N, K) uint8, sc, mn (N, groups) int8, d, dmin (N, groups / S)."""
+    T, groups = w.codes.shape[:2]
+    quads = w.group // 4
+    lanes = w.codes.reshape(T, groups, -1, 64)
+    if w.bits == 4:
+        lanes = torch.cat([lanes & 0x0F, lanes >> 4], dim=2)  # (T, groups, quads, 64)
+    u = lanes.reshape(T, groups, quads, TILE, 4).permute(0, 3, 1, 2, 4).reshape(w.out_features, w.in_features)
+    rows = lambda t: t.transpose(1, 2).reshape(w.out_features, -1)  # noqa: E731  (T, c, 16) -> (N, c)
+    return u, rows(w.scales[:, :, 0]), rows(w.scales[:, :, 1]), rows(w.supers[:, :, 0]), rows(w.supers[:, :, 1])
+
+
+@torch.no_grad()
+def quantize(weight: torch.Tensor, group: int = 32, S: int = 8) -> KQuantWeight:
+    """Round a dense (N, K) weight to 4-bit codes: min-max per group of ``group`` inputs, the
+    groups' scales and minimums rounded to int8 multiples of one float per super-block of S groups
+    (as Q4_K, with 8-bit instead of 6-bit sub-scales); codes re-rounded on the final grid."""
+    w = weight.float()
+    N, K = w.shape
+    groups = K // group
+    S = S if groups % S == 0 else 1
+    g = w.reshape(N, groups, group)  # (N, G, g)
+    low, high = g.amin(-1), g.amax(-1)  # (N, G)
+    step = ((high - low) / 15).clamp(min=1e-12)  # (N, G)
+    sup = lambda t: t.reshape(N, groups // S, S)  # noqa: E731
+    d = (sup(step).amax(-1) / 127).clamp(min=1e-12)  # (N, G / S)
+    sc = torch.ceil(sup(step) / d[..., None]).clamp(1, 127)  # (N, G / S, S): never a smaller step
+    dmin = (sup(low).abs().amax(-1) / 127).clamp(min=1e-12)  # (N, G / S)
+    mn = torch.round(-sup(low) / dmin[..., None]).clamp(-127, 127)  # (N, G / S, S)
+    s = (d[..., None] * sc).reshape(N, groups, 1)  # (N, G, 1) the exact group scale
+    b = (dmin[..., None] * mn).reshape(N, groups, 1)
+    u = torch.round((g + b) / s).clamp(0, 15).reshape(N, K).to(torch.uint8)
+    return pack(u, sc.reshape(N, groups).to(torch.int8), mn.reshape(N, groups).to(torch.int8), d, dmin, 4, group, S, "int4")
