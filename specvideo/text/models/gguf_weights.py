@@ -62,7 +62,7 @@ def decode(data: np.ndarray, type_name: str, K: int) -> KQuantWeight:
         parts = (u, sc, mn, d, dmin, 4, 32, 8)
     elif type_name == "Q6_K":
         u, sc, d = _q6_k(data.reshape(N, K // 256, 210))
-        parts = (u, sc, sc, d, 32 * d, 8, 16, 16)  # d sc (u - 32) = d sc u - 32 d sc
+        parts = (u, sc, sc, d, 32 * d, 6, 16, 16)  # d sc (u - 32) = d sc u - 32 d sc
     elif type_name == "Q4_1":
         blocks = data.reshape(N, K // 32, 20)
         d, m = _f16(blocks[..., 0:2]), _f16(blocks[..., 2:4])

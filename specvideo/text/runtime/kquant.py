@@ -1,14 +1,14 @@
 """k-quant weights: llama.cpp's block formats held as they are and multiplied by our own kernel.
 
 One layout holds them all: W[n, k] = d[n, j] * sc[n, g] * u[n, k] - dmin[n, j] * mn[n, g], with
-unsigned codes u of 4 or 8 bits, int8 sub-scales sc, mn per group g of ``group`` inputs and float32
+unsigned codes u of 4, 6 or 8 bits, int8 sub-scales sc, mn per group g of ``group`` inputs and float32
 scales d, dmin per super-block j of ``S`` groups. The GGUF block types map onto it without
 re-rounding (``specvideo.text.models.gguf_weights``):
 
 | GGUF | codes | group | S | d, sc | dmin, mn |
 |---|---|---|---|---|---|
 | Q4_K | 4-bit q | 32 | 8 | d, 6-bit scale | dmin, 6-bit min |
-| Q6_K | 8-bit q (6 used) | 16 | 16 | d, int8 scale | 32 d, int8 scale |
+| Q6_K | 6-bit q | 16 | 16 | d, int8 scale | 32 d, int8 scale |
 | Q4_1 | 4-bit q | 32 | 1 | d, 1 | -m, 1 |
 | Q8_0 | 8-bit q + 128 | 32 | 1 | d, 1 | 128 d, 1 |
 
@@ -96,9 +96,8 @@ class KQuantWeight:
         tile, lane = ids // TILE, ids % TILE  # (n,) each
         n, groups = len(ids), self.codes.shape[1]
         lanes = self.codes[tile].reshape(n, groups, -1, TILE, 4)[torch.arange(n), :, :, lane]  # (n, groups, zmm, 4)
-        if self.bits == 4:
-            lanes = torch.cat([lanes & 0x0F, lanes >> 4], dim=2)  # (n, groups, quads, 4)
-        u = lanes.reshape(n, groups, self.group).float()  # (n, groups, group)
+        u = from_registers(lanes, self.bits)  # (n, groups, quads, 4)
+        u = u.reshape(n, groups, self.group).float()  # (n, groups, group)
         sc, mn = self.scales[tile, :, :, lane].float().unbind(-1)  # (n, groups) each
         d, dmin = self.supers[tile, :, :, lane].unbind(-1)  # (n, groups / S) each
         s = d.repeat_interleave(self.S, 1) * sc  # (n, groups)
@@ -155,30 +154,54 @@ def fuse(parts: list) -> KQuantWeight | Stacked:
 
 def pack(u, sc, mn, d, dmin, bits: int, group: int, S: int, source: str) -> KQuantWeight:
     """Codes u (N, K) uint8, sub-scales sc, mn (N, groups) int8, scales d, dmin (N, groups / S)
-    float32 -> the kernel's layout. N must be a multiple of 16."""
+    float32 -> the kernel's layout. N must be a multiple of 16; 6-bit codes go in groups of 16."""
     N, K = u.shape
+    if bits not in (4, 6, 8) or (bits == 6 and group != 16):
+        raise ValueError(f"k-quant codes are 4 or 8 bits, or 6 bits in groups of 16; got {bits} bits, group {group}")
     if N % TILE or K % 32 or K % group:
         raise ValueError(f"a k-quant weight needs N a multiple of {TILE} and K of 32; got {N} x {K}")
     groups, quads = K // group, group // 4
     # lane n of zmm j holds the 4 codes u[n, g * group + 4 j : + 4]
     lanes = u.reshape(N // TILE, TILE, groups, quads, 4).permute(0, 2, 3, 1, 4)  # (T, groups, quads, 16, 4)
     lanes = lanes.reshape(N // TILE, groups, quads, 64)
-    if bits == 4:  # quads j and j + quads / 2 share a byte: low and high nibble
-        lanes = lanes[:, :, : quads // 2] | (lanes[:, :, quads // 2 :] << 4)  # (T, groups, quads / 2, 64)
-    codes = lanes.reshape(N // TILE, groups, -1).contiguous()
+    codes = to_registers(lanes, bits).reshape(N // TILE, groups, -1).contiguous()
     tiles = lambda t: t.reshape(N // TILE, TILE, -1).transpose(1, 2)  # noqa: E731  (N, c) -> (T, c, 16)
     scales = torch.stack([tiles(sc), tiles(mn)], dim=2).contiguous()  # (T, groups, 2, 16)
     supers = torch.stack([tiles(d.float()), tiles(dmin.float())], dim=2).contiguous()  # (T, groups / S, 2, 16)
     return KQuantWeight(codes, scales.to(torch.int8), supers, bits, group, S, N, K, source)
 
 
+def to_registers(lanes: torch.Tensor, bits: int) -> torch.Tensor:
+    """(..., quads, X) codes -> the bytes of the kernel's registers (..., zmm, X). 4 bits: quads j
+    and j + quads / 2 share a byte (low, high nibble). 6 bits (4 quads): two registers of low
+    nibbles (quads 0 | 2, 1 | 3) and one of the 2-bit high parts of all four."""
+    if bits == 4:
+        half = lanes.shape[-2] // 2
+        return lanes[..., :half, :] | (lanes[..., half:, :] << 4)
+    if bits == 6:
+        q = lanes & 0x0F
+        high = lanes >> 4
+        top = high[..., 0, :] | (high[..., 1, :] << 2) | (high[..., 2, :] << 4) | (high[..., 3, :] << 6)
+        return torch.stack([q[..., 0, :] | (q[..., 2, :] << 4), q[..., 1, :] | (q[..., 3, :] << 4), top], dim=-2)
+    return lanes
+
+
+def from_registers(regs: torch.Tensor, bits: int) -> torch.Tensor:
+    """The inverse of ``to_registers``: (..., zmm, X) bytes -> (..., quads, X) codes."""
+    if bits == 4:
+        return torch.cat([regs & 0x0F, regs >> 4], dim=-2)
+    if bits == 6:
+        low0, low1, top = regs.unbind(-2)
+        quads = [low0 & 0x0F, low1 & 0x0F, low0 >> 4, low1 >> 4]
+        return torch.stack([q | (((top >> (2 * i)) & 3) << 4) for i, q in enumerate(quads)], dim=-2)
+    return regs
+
+
 def unpack(w: KQuantWeight):
     """The inverse of ``pack``: u (N, K) uint8, sc, mn (N, groups) int8, d, dmin (N, groups / S)."""
     T, groups = w.codes.shape[:2]
     quads = w.group // 4
-    lanes = w.codes.reshape(T, groups, -1, 64)
-    if w.bits == 4:
-        lanes = torch.cat([lanes & 0x0F, lanes >> 4], dim=2)  # (T, groups, quads, 64)
+    lanes = from_registers(w.codes.reshape(T, groups, -1, 64), w.bits)  # (T, groups, quads, 64)
     u = lanes.reshape(T, groups, quads, TILE, 4).permute(0, 3, 1, 2, 4).reshape(w.out_features, w.in_features)
     rows = lambda t: t.transpose(1, 2).reshape(w.out_features, -1)  # noqa: E731  (T, c, 16) -> (N, c)
     return u, rows(w.scales[:, :, 0]), rows(w.scales[:, :, 1]), rows(w.supers[:, :, 0]), rows(w.supers[:, :, 1])

@@ -206,7 +206,9 @@ class LeanLlama(nn.Module):
         loaded = load_layers(path, self.config)
         self.layers, self.lm_head, self.head_norm = loaded.layers, loaded.lm_head, loaded.norm
         self.embed_table, self.norm_weight = loaded.embed, loaded.norm
-        self.embed = torch.zeros(1, loaded.norm.shape[0])  # float32: the activations' dtype
+        # a dense copy for what shares the target's embeddings (a draft, a head; quant.release_layers)
+        self.embed = self.embed.to(torch.bfloat16, copy=True)
+        self.act_dtype = torch.float32  # llama.cpp's activations
         self.vocab_size, self.vocab, self.fc = loaded.embed.shape[0], None, None
         self._packed, self._bias = {}, {}
         self.cos, self.sin = self._rope_tables(model)
@@ -223,7 +225,8 @@ class LeanLlama(nn.Module):
     def weight_bytes(self) -> int:
         """The bytes this model reads besides its cache: projections, output head, embeddings."""
         matrices = [w for w in self._weights() if isinstance(w, torch.Tensor) or is_quantized(w)]
-        return self.embed.nbytes + sum(w.nbytes for w in matrices) + self.norm_weight.nbytes
+        table = getattr(self, "embed_table", self.embed)  # what lookups read
+        return table.nbytes + sum(w.nbytes for w in matrices if w is not table) + self.norm_weight.nbytes
 
     def _weights(self) -> list[torch.Tensor]:
         """Every projection matrix, the output head first (biases excluded)."""
@@ -267,13 +270,13 @@ class LeanLlama(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
-        """The activations' dtype (the embeddings', whatever format the projections hold)."""
-        return self.embed.dtype
+        """The activations' dtype (the embeddings', whatever format the projections hold; float32
+        over GGUF blocks)."""
+        return getattr(self, "act_dtype", None) or self.embed.dtype
 
     def make_cache(self, batch_size: int) -> LeanCache:
-        return LeanCache(
-            len(self.layers), batch_size, self.kv_heads, self.head_dim, self.embed, by_position=self.invariant
-        )
+        like = self.embed.new_empty(0, dtype=self.dtype)
+        return LeanCache(len(self.layers), batch_size, self.kv_heads, self.head_dim, like, by_position=self.invariant)
 
     @torch.inference_mode()
     def forward(
