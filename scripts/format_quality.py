@@ -5,6 +5,8 @@ for llama.cpp on the GGUF file the bf16 directory was converted from,
 - greedy agreement with bf16: ``--new-tokens`` greedy tokens after each prompt of the benchmark's
   validation split (fill in the middle and chat); the share of prompts whose whole continuation is
   the bf16 one, the mean length of the common prefix, and the share of equal tokens by position;
+- perplexity on llama-perplexity's own chunks of the held-out code (``--chunks`` consecutive windows of
+  ``--window`` tokens, each scored on its second half), ours and llama.cpp's tool on the same text;
 - perplexity (our formats only) on ``--chunks`` windows of ``--window`` tokens of the held-out
   standard-library modules (``benchmarks.text.corpus``: code no model here was trained on), and on the bf16
   model's own greedy chat replies (how far each format moves from bf16's behaviour; llama.cpp's
@@ -26,11 +28,12 @@ from benchmarks.text.fim import fim_prompts
 from benchmarks.text.prompts import chat_prompts, code_prompts
 from benchmarks.text.run import encode
 from specvideo.text import SpeculativeGenerator
+from specvideo.text.models.gguf import weights_source
 from specvideo.text.models.names import QWEN_CODER_FILES, qwen_coder_dir, resolve_model
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.state import CausalLMState
 
-FORMATS = ("bfloat16", "int8", "int4")
+FORMATS = ("bfloat16", "int8", "int4", "gguf")  # gguf: the file's own blocks on specvideo's kernel
 
 
 def greedy(gen, ids: list[int], n: int) -> list[int]:
@@ -80,6 +83,39 @@ def llama_cpp_greedy(prompts: list[list[int]], n: int, model: str) -> list[list[
         server.close()
 
 
+def chunked_windows(tokenizer, n_ctx: int, chunks: int) -> list[list[int]]:
+    """llama-perplexity's chunks of the held-out code: consecutive n_ctx-token windows from the
+    text's first token, each scored on its second half (``perplexity(..., starts=[n_ctx // 2] * n)``)."""
+    ids = tokenizer(held_out_text())["input_ids"]
+    return [ids[i * n_ctx : (i + 1) * n_ctx] for i in range(chunks)]
+
+
+def held_out_text() -> str:
+    return "\n".join(read_sources(corpus_files("heldout")))
+
+
+def llama_cpp_perplexity(model: str, n_ctx: int, chunks: int) -> float:
+    """llama.cpp's own perplexity tool on the same text, chunks and context (its final estimate)."""
+    import re
+    import subprocess
+    import tempfile
+
+    from benchmarks.text.llama_cpp import binary
+
+    with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+        f.write(held_out_text())
+        f.flush()
+        out = subprocess.run(
+            [str(binary("llama-perplexity")), "-m", str(gguf_file(model)), "-f", f.name, "-c", str(n_ctx),
+             "--chunks", str(chunks), "-t", str(torch.get_num_threads()), "-b", str(n_ctx)],
+            capture_output=True, text=True, check=True,
+        )
+    match = re.search(r"Final estimate: PPL = ([0-9.]+)", out.stdout + out.stderr)
+    if match is None:
+        raise RuntimeError("llama-perplexity printed no final estimate:\n" + (out.stderr or out.stdout)[-2000:])
+    return float(match.group(1))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompts", type=int, default=6, help="prompts per workload (validation split)")
@@ -97,7 +133,8 @@ def main() -> None:
     code = ("fim", fim_prompts) if args.model == "qwen-coder" else ("code", code_prompts)
     prompts = {w: [encode(p, tok, 32768, args.new_tokens, "cpu")[0].tolist() for p in ps] for w, ps in
                ((code[0], code[1]("heldout", args.prompts)), ("chat", chat_prompts("heldout", args.prompts)))}
-    runners = {"bfloat16": base.models.target_runner, **{f: LeanLlama(target, invariant=True, weights=f) for f in FORMATS[1:]}}
+    runners = {"bfloat16": base.models.target_runner, **{
+        f: LeanLlama(target, invariant=True, weights=f, gguf=weights_source(target, f)) for f in FORMATS[1:]}}
     gens = {f: SpeculativeGenerator.from_models(target, tok, drafter="none", lean_target=r, invariant=True,
                                     weights=None if f == "bfloat16" else f) for f, r in runners.items()}
     runs = {(f, w): [greedy(g, ids, args.new_tokens) for ids in ps] for f, g in gens.items() for w, ps in prompts.items()}
@@ -105,10 +142,11 @@ def main() -> None:
         for w, ps in prompts.items():
             runs[("llama.cpp", w)] = llama_cpp_greedy(ps, args.new_tokens, args.model)
     windows = code_windows(tok, args.chunks, args.window)
+    halves = chunked_windows(tok, args.window, args.chunks)  # llama-perplexity's chunks and scoring
     replies = [ids + out for ids, out in zip(prompts["chat"], runs[("bfloat16", "chat")])]
     print(f"| format | weights (MB) | {code[0]}: identical / common prefix / equal tokens | chat: identical / common prefix / "
-          "equal tokens | perplexity, held-out code | perplexity, bf16's chat replies |")
-    print("|---|---:|---|---|---:|---:|")
+          "equal tokens | perplexity, held-out code | perplexity, bf16's chat replies | perplexity, llama-perplexity's chunks |")
+    print("|---|---:|---|---|---:|---:|---:|")
     for name in [*FORMATS, *(() if args.no_llama_cpp else ("llama.cpp",))]:
         cells = []
         for w in (code[0], "chat"):
@@ -117,10 +155,12 @@ def main() -> None:
         if name in runners:
             mb = f"{runners[name].weight_bytes() / 2**20:,.0f}"
             starts = [len(ids) for ids in prompts["chat"]]  # the replies' tokens only
-            ppl = [f"{perplexity(runners[name], windows):.3f}", f"{perplexity(runners[name], replies, starts):.3f}"]
+            ppl = [f"{perplexity(runners[name], windows):.3f}", f"{perplexity(runners[name], replies, starts):.3f}",
+                   f"{perplexity(runners[name], halves, [args.window // 2] * len(halves)):.3f}"]
         else:
-            mb, ppl = f"{gguf_file(args.model).stat().st_size / 2**20:,.0f}", ["-", "-"]
-        print(f"| {name} | {mb} | {cells[0]} | {cells[1]} | {ppl[0]} | {ppl[1]} |", flush=True)
+            ppl = ["-", "-", f"{llama_cpp_perplexity(args.model, args.window, args.chunks):.3f}"]
+            mb = f"{gguf_file(args.model).stat().st_size / 2**20:,.0f}"
+        print(f"| {name} | {mb} | {cells[0]} | {cells[1]} | {ppl[0]} | {ppl[1]} | {ppl[2]} |", flush=True)
 
 
 if __name__ == "__main__":

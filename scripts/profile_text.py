@@ -86,6 +86,31 @@ def prefill_ms(lean: LeanLlama, tokens: int, repeats: int, profile: bool) -> tup
     return ms / tokens, table
 
 
+def llama_bench(gguf: str, rows: list[int], prompts: list[int], repeats: int, context: int) -> dict[str, float]:
+    """llama.cpp's own llama-bench on the same file, 2 threads: ms of a forward of n tokens (pp n:
+    a step at 1, a check at 2-8 tokens) and ms/token of its prompt processing (pp 128 ...), and of
+    its generation (tg); the step and checks over ``context`` cached tokens as ours (-d), prompts from empty."""
+    import json
+    import subprocess
+
+    from benchmarks.text.llama_cpp import binary
+
+    def run(sizes: list[int], depth: int, gen: int) -> list[dict]:
+        command = [str(binary("llama-bench")), "-m", gguf, "-t", str(torch.get_num_threads()), "-p",
+                   ",".join(map(str, sizes)), "-n", str(gen), "-r", str(repeats), "-d", str(depth), "-o", "json"]
+        return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+    result = {}
+    for test in run(rows, context, 32) + (run(prompts, 0, 0) if prompts else []):
+        n_prompt, n_gen = test["n_prompt"], test["n_gen"]
+        ms_per_token = 1e3 / test["avg_ts"]
+        if n_gen:
+            result["tg"] = ms_per_token
+        else:
+            result[f"pp{n_prompt}"] = ms_per_token * (n_prompt if n_prompt in rows else 1)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("gguf", help="a GGUF file (the bf16 and int4 rows read its converted copy)")
@@ -95,6 +120,7 @@ def main() -> None:
     parser.add_argument("--prompts", default="512", help="prompt lengths whose prefill is timed (ms/token)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's top ops per measurement")
+    parser.add_argument("--llama-bench", action="store_true", help="llama.cpp's llama-bench on the same file after each format")
     args = parser.parse_args()
     torch.set_num_threads(2)
     rows = [int(r) for r in args.rows.split(",")]
@@ -117,6 +143,12 @@ def main() -> None:
         print(f"| {fmt} | {lean.weight_bytes() / 2**20:,.0f} | {' | '.join(cells)} |", flush=True)
         del lean
         gc.collect()
+        if args.llama_bench:  # in turn with ours, so a drift of the machine reaches both
+            peer = llama_bench(args.gguf, rows, prompts, args.repeats, args.context)
+            cells = [f"{peer[f'pp{r}']:.1f}" for r in rows] + [f"{peer[f'pp{r}'] / peer['pp1']:.2f}" for r in rows[1:]]
+            cells += [f"{peer[f'pp{p}']:.2f}" for p in prompts]
+            size = os.path.getsize(args.gguf) / 2**20
+            print(f"| llama.cpp (llama-bench; generation {peer['tg']:.1f} ms/token) | {size:,.0f} | {' | '.join(cells)} |", flush=True)
     for fmt, what, table in tables:
         if table:
             print(f"\n### {fmt}: {what}\n\n```\n{table}\n```")

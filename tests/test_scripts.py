@@ -92,14 +92,14 @@ def test_fetch_qwen_coder_refuses_a_file_whose_size_or_hash_differs(tmp_path):
 
 
 def test_build_llama_cpp_refuses_arguments_and_skips_a_finished_build(tmp_path):
-    """No network here: an argument is refused, and a cache that already holds both binaries is left
+    """No network here: an argument is refused, and a cache that already holds its binaries is left
     as it is (the script's first check), so the bench's peer is built once."""
     env = {**os.environ, "SPECVIDEO_CACHE": str(tmp_path / "cache")}
     run = subprocess.run(["bash", "scripts/build_llama_cpp.sh", "x"], env=env, capture_output=True, text=True)
     assert run.returncode == 2 and "usage" in run.stderr
     bin_dir = tmp_path / "cache" / "llama.cpp" / "11434.0.0" / "bin"
     bin_dir.mkdir(parents=True)
-    for name in ("llama-server", "llama-bench"):
+    for name in ("llama-server", "llama-bench", "llama-perplexity"):
         (bin_dir / name).write_text("#!/bin/sh\n")
         (bin_dir / name).chmod(0o755)
     run = subprocess.run(["bash", "scripts/build_llama_cpp.sh"], env=env, capture_output=True, text=True, timeout=60)

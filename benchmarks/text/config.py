@@ -20,8 +20,8 @@ SPLITS = ("tuning", "heldout", "test")  # test: third-party sources no choice ha
 # how our loop runs the target's forwards: LeanLlama ("lean": invariant in bf16, specvideo.text.runtime.invariant)
 # or on oneDNN pre-packed weights ("packed", float32 only)
 # or on LeanLlama with weight-only int8 / int4 projections ("int8", "int4": invariant, specvideo.text.runtime.quant),
-# beside a dense target for transformers' rows
-VERIFIERS = ("transformers", "lean", "packed", "int8", "int4")
+# beside a dense target for transformers' rows; or "gguf": the GGUF file's own blocks on specvideo's kernel
+VERIFIERS = ("transformers", "lean", "packed", "int8", "int4", "gguf")
 
 # Targets from the issue: (key, description, threshold per workload; fim as code), checked per workload.
 TARGETS = (
@@ -96,7 +96,9 @@ class BenchTextConfig:
     assistant_schedules: tuple[str, ...] = ("constant",)
     lookup_ks: tuple[int, ...] = (5,)
     ngram_ks: tuple[int, ...] = (3,)  # ours-ngram's k; () = lookup_ks
-    verifiers: tuple[str, ...] = ("lean",)  # ours: the target run by transformers and/or "lean"
+    # ours: the target run by transformers and/or "lean", and in the GGUF file's own blocks ("gguf",
+    # what dtype auto runs for a GGUF-sourced target; skipped for a target from no GGUF file)
+    verifiers: tuple[str, ...] = ("lean", "gguf")
     # head-tree drafters: one row per shape "WxN" (W nodes expanded per depth with W children
     # each, N nodes kept); the tree depth is the row's k
     tree_shapes: tuple[str, ...] = ("2x8",)

@@ -33,12 +33,17 @@ LLAMA_MODES = ("plain", "ngram", "draft")
 BUILD_HINT = "scripts/build_llama_cpp.sh"
 
 
+def binary(name: str) -> Path:
+    """A tool scripts/build_llama_cpp.sh built into the cache (llama-server, llama-bench, llama-perplexity)."""
+    found = sorted((cache_root() / "llama.cpp").glob(f"*/bin/{name}"))
+    if not found:
+        raise ValueError(f"llama.cpp rows need {name}: run {BUILD_HINT} once (about 12 min)")
+    return found[-1]
+
+
 def llama_server_binary() -> Path:
     """The llama-server that scripts/build_llama_cpp.sh built into the cache."""
-    found = sorted((cache_root() / "llama.cpp").glob("*/bin/llama-server"))
-    if not found:
-        raise ValueError(f"llama.cpp rows need llama-server: run {BUILD_HINT} once (about 12 min)")
-    return found[-1]
+    return binary("llama-server")
 
 
 def mode_args(mode: str, draft_gguf: Path | None, k: int) -> list[str]:

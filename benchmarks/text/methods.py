@@ -71,6 +71,7 @@ def build_methods(
     n, top_p = config.max_new_tokens, config.top_p
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
     methods: list[Method] = []
+    from specvideo.text.models.gguf import has_gguf_source, weights_source
     from specvideo.text.models.precision import LEAN_MODEL_TYPES, WEIGHT_ONLY
     from specvideo.text.runtime.lean import LeanLlama
 
@@ -83,7 +84,10 @@ def build_methods(
     }
     # weight-only int8 / int4 copies of the target's projections (always invariant); the dense
     # target stays for transformers' rows
-    runners.update({v: LeanLlama(target, invariant=True, weights=v) for v in WEIGHT_ONLY if v in config.verifiers and llama})
+    runners.update({
+        v: LeanLlama(target, invariant=True, weights=v, gguf=weights_source(target, v))
+        for v in WEIGHT_ONLY if v in config.verifiers and llama and (v != "gguf" or has_gguf_source(target))
+    })
     # packed on another model (Qwen2): transformers' own forwards of the target and the draft on
     # pre-packed linear weights (TextModels(packed=True))
     verifiers = [

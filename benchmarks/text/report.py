@@ -113,7 +113,8 @@ def decode_table(decode: dict | None) -> str:
         if name.startswith("target"):
             runner = {"target_lean": "LeanLlama", "target_packed": "oneDNN pre-packed weights",
                       "target_invariant": "LeanLlama, invariant",
-                      "target_int8": "LeanLlama, int8 weights", "target_int4": "LeanLlama, int4 weights"}.get(
+                      "target_int8": "LeanLlama, int8 weights", "target_int4": "LeanLlama, int4 weights",
+                      "target_gguf": "LeanLlama, the GGUF's own blocks"}.get(
                 name.split("@")[0], "transformers"
             )
             label = f"target ({runner}), {name.split('@')[1]} tokens at once"

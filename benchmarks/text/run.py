@@ -22,6 +22,7 @@ from benchmarks.text.methods import CallCounter, build_methods
 from benchmarks.text.prompts import BenchPrompt, load_prompts_jsonl
 from benchmarks.text.results import BenchResults, aggregate, assistant_settings, tie_margins
 from benchmarks.text.workloads import workload_prompts
+from specvideo.text.models.gguf import has_gguf_source
 from specvideo.text.models.loading import context_length
 from specvideo.text.models.precision import WEIGHT_ONLY
 from specvideo.text.runtime.packing import packed_linears
@@ -100,7 +101,7 @@ def run_benchmark(
     settings = {
         "decode_ms": decode_costs(
             target, draft, prompt_ids[0], vocabs, config.decode_forwards, config.decode_repeats, head,
-            tuple(v for v in config.verifiers if v in WEIGHT_ONLY),
+            tuple(v for v in config.verifiers if v in WEIGHT_ONLY and (v != "gguf" or has_gguf_source(target))),
         ) if draft is not None else None,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "workloads_run": workloads,
@@ -266,6 +267,7 @@ def decode_costs(
     ``TREE_WIDTHS`` tokens (a tree of n - 1 nodes below its root costs an n-token forward); a draft
     ``head``: "head_lean@N" per token, fed its own features. The models take turns within each
     repeat, so a drift in the machine's speed reaches all of them alike."""
+    from specvideo.text.models.gguf import weights_source
     from specvideo.text.models.precision import LEAN_MODEL_TYPES
     from specvideo.text.runtime.lean import LeanLlama
 
@@ -283,7 +285,7 @@ def decode_costs(
             invariant = LeanLlama(target, invariant=True)
             models.update({f"target_invariant@{n}": (invariant, n) for n in widths})
         for fmt in weight_formats:  # weight-only projections, invariant
-            quantised = LeanLlama(target, invariant=True, weights=fmt)
+            quantised = LeanLlama(target, invariant=True, weights=fmt, gguf=weights_source(target, fmt))
             models.update({f"target_{fmt}@{n}": (quantised, n) for n in widths})
     elif float32_cpu:  # transformers on packed linears
         packing = packed_linears(target)

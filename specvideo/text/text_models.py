@@ -132,18 +132,9 @@ class TextModels:
         return self.target
 
     def _gguf_source(self) -> str | None:
-        """For weights="gguf": the GGUF file the target was converted from (a clear error if none)."""
-        if self.weights != "gguf":
-            return None
-        from specvideo.text.models.gguf import source_of
-        from specvideo.text.runtime import kernels
+        from specvideo.text.models.gguf import weights_source
 
-        source = source_of(getattr(self.target, "name_or_path", "") or "")
-        if source is None:
-            raise ValueError('dtype="gguf" runs a target loaded from a GGUF file; this one was not (use int4 or int8)')
-        if not kernels.available():
-            raise ValueError(f'dtype="gguf" needs specvideo\'s k-quant kernel, which cannot run here: {kernels.why_not()}')
-        return str(source)
+        return weights_source(self.target, self.weights)
 
     @property
     def lean_target(self) -> bool:
@@ -250,11 +241,13 @@ class TextModels:
         loads). drafter: the drafter the models are for (it picks the default pair's draft model
         or head); kwargs: the constructor's (lean_target, packed, invariant)."""
         from specvideo.text.config import TREE_DRAFTERS
-        from specvideo.text.models.names import is_named, pair_draft, resolve_model
+        from specvideo.text.models.names import default_format, is_named, pair_draft, resolve_model
 
         device = device or "cpu"
         # trees verify exactly in float32 only (the invariant bf16 path computes chains): auto picks it
         exact = exact or (dtype == "auto" and drafter in TREE_DRAFTERS)
+        if device == "cpu":  # a GGUF-sourced target runs its file's own blocks
+            dtype = default_format(target, dtype, exact)
         choice = None
         if target is None or is_named(target):
             choice = resolve_model(target or "smollm2", "float32" if exact else dtype, device)
@@ -277,7 +270,9 @@ class TextModels:
             bar.update()
             tokenizer = tokenizer or load_tokenizer(target)
             bar.update()
-            draft_model = load_draft(draft, target_model, torch_dtype) if draft else None
+            # a draft beside GGUF blocks runs in the dtype auto picks (its own, smaller, forwards)
+            draft_dtype = resolve_dtype("auto", device, architecture=model_type(draft)) if dtype == "gguf" and draft else torch_dtype
+            draft_model = load_draft(draft, target_model, draft_dtype) if draft else None
             bar.update()
         if draft_model is not None and draft_model.config.vocab_size != target_model.config.vocab_size:
             kwargs.setdefault("draft_tokenizer", load_tokenizer(draft))

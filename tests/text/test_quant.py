@@ -9,8 +9,8 @@ from specvideo.text import SpeculativeGenerator
 from specvideo.text.models.precision import resolve_dtype, weight_format
 from specvideo.text.runtime import kernels
 from specvideo.text.runtime.invariant import KEY_TILE, ROW_TILE, tiled_linear, wide_tile
-from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.kquant import KQuantWeight
+from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.quant import Int4Weight, Int8Weight, quantize
 from tests.helpers import decode_joining, own_greedy, perturbed_copy, random_prompts, tiny_llama, tiny_qwen
 from tests.text.test_precision import AMX, _block_equals_steps

@@ -97,3 +97,25 @@ def source_of(model_dir: str | os.PathLike) -> Path | None:
     stamp = _read_stamp(Path(model_dir))
     path = Path(stamp["gguf"]) if stamp and "gguf" in stamp else None
     return path if path is not None and path.is_file() else None
+
+
+def weights_source(model, weights: str | None) -> str | None:
+    """The GGUF file a ``weights="gguf"`` runner of ``model`` reads (None for other weights), with a
+    clear error where the model did not come from one or specvideo's kernel cannot run here."""
+    if weights != "gguf":
+        return None
+    from specvideo.text.runtime import kernels
+
+    source = source_of(getattr(model, "name_or_path", "") or "")
+    if source is None:
+        raise ValueError('dtype="gguf" runs a target loaded from a GGUF file; this one was not (use int4 or int8)')
+    if not kernels.available():
+        raise ValueError(f"dtype=\"gguf\" needs specvideo's k-quant kernel, which cannot run here: {kernels.why_not()}")
+    return str(source)
+
+
+def has_gguf_source(model) -> bool:
+    """Whether ``weights="gguf"`` can run ``model`` here: it came from a GGUF file and the kernel runs."""
+    from specvideo.text.runtime import kernels
+
+    return kernels.available() and source_of(getattr(model, "name_or_path", "") or "") is not None

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from specvideo.text.runtime.kquant import KQuantWeight, fuse, pack
+from specvideo.text.runtime.kquant import KQuantWeight, Stacked, fuse, pack
 
 SUPPORTED = ("Q4_K", "Q6_K", "Q4_1", "Q8_0")
 
@@ -148,6 +148,22 @@ def load_layers(path, config) -> GGUFLayers:
 
 
 def _fused(parts: list):
+    """Projections sharing an input as one weight: concatenated floats, or k-quants fused by layout."""
+    if all(isinstance(p, torch.Tensor) for p in parts):
+        return torch.cat(parts)
     if any(isinstance(p, torch.Tensor) for p in parts):
-        raise ValueError("a GGUF projection stored as floats cannot be fused with quantised ones here")
+        return Stacked(parts)
     return fuse(parts)
+
+
+FLOATS = ("F32", "F16", "BF16")
+
+
+def runs_blocks(path) -> bool:
+    """Whether every tensor of the GGUF file at ``path`` is of a type ``load_layers`` holds."""
+    from gguf import GGUFReader
+
+    try:
+        return all(t.tensor_type.name in SUPPORTED + FLOATS for t in GGUFReader(path).tensors)
+    except (OSError, ValueError):
+        return False

@@ -105,3 +105,21 @@ def _stored(gguf_file: Path, dtype: str | torch.dtype, device: str | None) -> st
     if not gguf_file.is_file():
         return "float32"  # converted_dir names the missing file
     return dtype_name(resolve_dtype(dtype, device, architecture=model_type(gguf_file)))
+
+
+def default_format(target: str | None, dtype: str | torch.dtype, exact: bool = False) -> str | torch.dtype:
+    """What ``dtype="auto"`` means for ``target``: "gguf" for a model read from a GGUF file (the
+    default SmolLM2, the code pair, a ``FILE.gguf`` whose tensors are all of types with a mapping)
+    where specvideo's k-quant kernel runs: the file's own quantised model, a third of bf16's bytes;
+    otherwise ``dtype`` unchanged."""
+    from specvideo.text.runtime import kernels
+
+    if dtype != "auto" or exact or not kernels.available():
+        return dtype
+    if target is None or target in NAMED:  # their files hold Q4_1 / Q8_0, Q4_K / Q6_K
+        return "gguf"
+    if str(target).endswith(".gguf"):
+        from specvideo.text.models.gguf_weights import runs_blocks
+
+        return "gguf" if runs_blocks(target) else dtype  # a type with no mapping: auto as before
+    return dtype

@@ -136,10 +136,11 @@ class Stacked:
         return sum(p.nbytes for p in self.parts)
 
     def linear(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.cat([p.linear(x) for p in self.parts], dim=-1)  # (M, sum N)
+        outs = [p.linear(x) if hasattr(p, "linear") else x @ p.T.to(x.dtype) for p in self.parts]  # dense parts too
+        return torch.cat(outs, dim=-1)  # (M, sum N)
 
     def dequantize(self) -> torch.Tensor:
-        return torch.cat([p.dequantize() for p in self.parts])
+        return torch.cat([p.dequantize() if hasattr(p, "dequantize") else p.float() for p in self.parts])
 
 
 def fuse(parts: list) -> KQuantWeight | Stacked:

@@ -171,8 +171,18 @@ def quantize(weight: torch.Tensor, fmt: str, dtype: torch.dtype | None = None) -
 def release_layers(model: torch.nn.Module, embed: torch.Tensor) -> None:
     """Free a transformers causal LM's dense weights once quantised copies run it: every weight moves
     to the meta device but its embeddings, which become ``embed`` (the runner's own copy), so
-    nothing keeps the loaded file's pages (safetensors maps the file; one view keeps it all). Its
-    config and embeddings stay; its own forward no longer runs."""
+    nothing keeps the loaded file's pages (safetensors maps the file; one view keeps it all). Where
+    ``embed`` is the model's own table (a GGUF runner reads it as it is), that very parameter stays,
+    so a draft or head sharing it keeps sharing it. Its config and embeddings stay; its own forward
+    no longer runs."""
+    table = model.get_input_embeddings().weight
+    if embed.data_ptr() == table.data_ptr():
+        for module in model.modules():
+            for name, p in list(module._parameters.items()):
+                if p is not None and p is not table:
+                    module._parameters[name] = torch.nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=False)
+        model.specvideo_released = True
+        return
     tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
     model.to("meta")
     model.get_input_embeddings().weight = torch.nn.Parameter(embed, requires_grad=False)

@@ -17,7 +17,10 @@ from pathlib import Path
 from specvideo.paths import cache_root
 
 SOURCE = Path(__file__).with_name("qmm.cpp")
-FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mfma"]
+FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mfma", "-fopenmp"]
+# at::parallel_for is OpenMP inline in the headers: without -fopenmp it runs on one thread. The
+# library resolves to the libgomp.so.1 torch has already loaded (one OpenMP runtime in the process).
+LDFLAGS = ["-fopenmp"]
 ENV_OFF = "SPECVIDEO_NO_QMM"  # set to 1 to run PyTorch's kernels instead (the comparison in the bench)
 
 
@@ -63,7 +66,7 @@ def module():
     build.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     try:
-        ext = load(name="specvideo_qmm", sources=[str(SOURCE)], extra_cflags=FLAGS, build_directory=str(build))
+        ext = load(name="specvideo_qmm", sources=[str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=LDFLAGS, build_directory=str(build))
     except Exception as err:  # a compiler or ninja failure: say so, do not show the build's traceback
         raise RuntimeError(f"building the k-quant kernel failed ({str(err).splitlines()[0]}); see {build}") from err
     BUILD_SECONDS["qmm"] = time.perf_counter() - start

@@ -22,13 +22,14 @@ namespace {
 
 constexpr int TILE = 16;  // outputs per tile: the 16 int32 lanes of a zmm register
 constexpr int MR = 4;  // rows per micro-kernel call (3 accumulators a row stay in registers)
+constexpr int PREFETCH = 1536;  // bytes ahead of the codes being read (a probe of 512-4096: all alike within noise)
 
 // Rows x (M, K) float32 -> codes (M, K) int8, rounded per super-block of A = G * S inputs with one
 // scale dx (llama.cpp's Q8_K for k-quants, Q8 blocks of 32 for the others), and each group's sum
 // of codes (the term that the groups' minimums multiply).
 void quantize_rows(const float* x, int64_t M, int64_t K, int64_t G, int64_t S, int8_t* xq, float* dx, int32_t* xs) {
   const int64_t A = G * S, groups = K / G, supers = K / A;
-  at::parallel_for(0, M, 1, [&](int64_t m0, int64_t m1) {
+  at::parallel_for(0, M, 16, [&](int64_t m0, int64_t m1) {  // a decode call's few rows: no thread start
     for (int64_t m = m0; m < m1; ++m) {
       const float* row = x + m * K;
       int8_t* q = xq + m * K;
@@ -69,6 +70,8 @@ inline void tile_rows(const uint8_t* codes, const int8_t* scales, const float* s
     for (int64_t g = j * S; g < (j + 1) * S; ++g) {
       __m512i w[QUADS];
       const uint8_t* cg = codes + g * ZMM * 64;
+      for (int q = 0; q < ZMM; ++q) _mm_prefetch((const char*)(cg + PREFETCH + q * 64), _MM_HINT_T0);
+      _mm_prefetch((const char*)(scales + g * 2 * TILE + PREFETCH / 4), _MM_HINT_T0);  // 32 bytes a group
       if constexpr (BITS == 4) {
         for (int q = 0; q < ZMM; ++q) {
           const __m512i packed = _mm512_loadu_si512(cg + q * 64);
