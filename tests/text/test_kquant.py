@@ -101,12 +101,3 @@ def test_gguf_weights_need_a_gguf_source(tmp_path):
     with pytest.raises(ValueError, match='dtype="gguf" runs a target loaded from a GGUF file'):
         SpeculativeGenerator.from_pretrained(str(tmp_path / "target"), dtype="gguf", drafter="ngram")
 
-
-def test_float32_decode_attention_matches_sdpa():
-    from specvideo.text.runtime.invariant import _attention
-
-    g = torch.Generator().manual_seed(0)
-    q, k, v = torch.randn(2, 6, 4, 16, generator=g), torch.randn(2, 2, 64, 16, generator=g), torch.randn(2, 2, 64, 16, generator=g)
-    mask = torch.arange(64)[None, None, None, :] <= torch.tensor([10, 11, 12, 40])[None, None, :, None]  # (1, 1, 4, 64)
-    reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
-    assert torch.allclose(_attention(q, k, v, mask, True), reference, atol=1e-5)

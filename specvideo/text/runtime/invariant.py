@@ -163,25 +163,11 @@ def attend(q: torch.Tensor, kv: torch.Tensor, plan: list[Call], gqa: bool) -> to
     for call in plan:
         rows = q[:, :, call.first : call.stop]  # (B, H, r, D)
         padded = F.pad(rows, (0, 0, 0, call.mask.shape[2] - rows.shape[2]))  # (B, H, rows, D)
-        out = _attention(padded, kv[0, :, :, : call.width], kv[1, :, :, : call.width], call.mask, gqa)  # (B, H, rows, D)
+        out = F.scaled_dot_product_attention(
+            padded, kv[0, :, :, : call.width], kv[1, :, :, : call.width], attn_mask=call.mask, enable_gqa=gqa
+        )  # (B, H, rows, D)
         outs.append(out[:, :, : call.stop - call.first])
     return outs[0] if len(outs) == 1 else torch.cat(outs, dim=2)  # (B, H, n, D)
-
-
-def _attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, gqa: bool) -> torch.Tensor:
-    """q (B, H, r, D) over k, v (B, H_kv, W, D) with a bool mask (B|1, 1, r, W) -> (B, H, r, D).
-    float32 (the GGUF blocks' activations): three plain products, each key head's query heads
-    stacked as rows of one call (no copy of the keys): for the few queries of a decode call SDPA's
-    CPU kernel costs more in setting up than in arithmetic. Other dtypes: SDPA, as before."""
-    if q.dtype != torch.float32:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-    B, H, r, D = q.shape
-    H_kv = k.shape[1]
-    rows = q.reshape(B, H_kv, H // H_kv * r, D)  # (B, H_kv, g r, D): a key head's query heads in turn
-    scores = rows @ k.transpose(-1, -2) * D**-0.5  # (B, H_kv, g r, W)
-    scores = scores.view(B, H, r, -1).masked_fill(~mask, float("-inf"))  # (B, H, r, W)
-    probs = scores.softmax(-1).view(B, H_kv, H // H_kv * r, -1)
-    return (probs @ v).view(B, H, r, D)
 
 
 def attend_rows(q: torch.Tensor, kv_new: torch.Tensor, kv: torch.Tensor, plans: list[RowPlan], gqa: bool) -> torch.Tensor:
