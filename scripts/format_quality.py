@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--window", type=int, default=256)
     parser.add_argument("--no-llama-cpp", action="store_true")
+    parser.add_argument("--formats", default=",".join(FORMATS[1:]), help="besides bfloat16 (the reference)")
     parser.add_argument("--model", choices=("qwen-coder", "smollm2"), default="qwen-coder")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (1 beside another heavy process)")
     args = parser.parse_args()
@@ -134,7 +135,7 @@ def main() -> None:
     prompts = {w: [encode(p, tok, 32768, args.new_tokens, "cpu")[0].tolist() for p in ps] for w, ps in
                ((code[0], code[1]("heldout", args.prompts)), ("chat", chat_prompts("heldout", args.prompts)))}
     runners = {"bfloat16": base.models.target_runner, **{
-        f: LeanLlama(target, invariant=True, weights=f, gguf=weights_source(target, f)) for f in FORMATS[1:]}}
+        f: LeanLlama(target, invariant=True, weights=f, gguf=weights_source(target, f)) for f in args.formats.split(",")}}
     gens = {f: SpeculativeGenerator.from_models(target, tok, drafter="none", lean_target=r, invariant=True,
                                     weights=None if f == "bfloat16" else f) for f, r in runners.items()}
     runs = {(f, w): [greedy(g, ids, args.new_tokens) for ids in ps] for f, g in gens.items() for w, ps in prompts.items()}
@@ -147,7 +148,7 @@ def main() -> None:
     print(f"| format | weights (MB) | {code[0]}: identical / common prefix / equal tokens | chat: identical / common prefix / "
           "equal tokens | perplexity, held-out code | perplexity, bf16's chat replies | perplexity, llama-perplexity's chunks |")
     print("|---|---:|---|---|---:|---:|---:|")
-    for name in [*FORMATS, *(() if args.no_llama_cpp else ("llama.cpp",))]:
+    for name in [*runners, *(() if args.no_llama_cpp else ("llama.cpp",))]:
         cells = []
         for w in (code[0], "chat"):
             a = agreement(runs[(name, w)], runs[("bfloat16", w)])

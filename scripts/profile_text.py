@@ -17,6 +17,7 @@ import time
 
 import torch
 
+from specvideo.paths import add_checkout_to_path
 from specvideo.text.models.gguf import converted_dir
 from specvideo.text.models.loading import load_causal_lm
 from specvideo.text.runtime import kernels
@@ -49,6 +50,16 @@ def timed(fn, repeats: int) -> float:
     return sorted(times[2:])[repeats // 2] * 1e3
 
 
+def measured(once, repeats: int, profile: bool) -> tuple[float, str]:
+    """``once``'s median ms and, with ``profile``, torch.profiler's top ops of one more call."""
+    ms, table = timed(once, repeats), ""
+    if profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            once()
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)
+    return ms, table
+
+
 def block_ms(lean: LeanLlama, context: int, rows: int, repeats: int, profile: bool) -> tuple[float, str]:
     """One forward of ``rows`` tokens over ``context`` cached ones: ms, and the profiler's table."""
     ids = torch.randint(100, 20000, (1, context), generator=torch.Generator().manual_seed(0))
@@ -61,13 +72,7 @@ def block_ms(lean: LeanLlama, context: int, rows: int, repeats: int, profile: bo
         state.forward(block, num_logits=rows)
         state.rollback(torch.zeros(1, dtype=torch.long))
 
-    ms = timed(once, repeats)
-    table = ""
-    if profile:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            once()
-        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)
-    return ms, table
+    return measured(once, repeats, profile)
 
 
 def prefill_ms(lean: LeanLlama, tokens: int, repeats: int, profile: bool) -> tuple[float, str]:
@@ -77,12 +82,7 @@ def prefill_ms(lean: LeanLlama, tokens: int, repeats: int, profile: bool) -> tup
     def once():
         CausalLMState(lean, ids, torch.ones_like(ids)).forward()
 
-    ms = timed(once, repeats)
-    table = ""
-    if profile:
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            once()
-        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)
+    ms, table = measured(once, repeats, profile)
     return ms / tokens, table
 
 
@@ -93,6 +93,7 @@ def llama_bench(gguf: str, rows: list[int], prompts: list[int], repeats: int, co
     import json
     import subprocess
 
+    add_checkout_to_path()  # benchmarks/ beside the package
     from benchmarks.text.llama_cpp import binary
 
     def run(sizes: list[int], depth: int, gen: int) -> list[dict]:

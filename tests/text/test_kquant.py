@@ -101,3 +101,16 @@ def test_gguf_weights_need_a_gguf_source(tmp_path):
     with pytest.raises(ValueError, match='dtype="gguf" runs a target loaded from a GGUF file'):
         SpeculativeGenerator.from_pretrained(str(tmp_path / "target"), dtype="gguf", drafter="ngram")
 
+
+
+def test_auto_keeps_to_torchs_formats_where_the_kernel_is_switched_off(monkeypatch):
+    from specvideo.text.models.names import default_format
+    from specvideo.text.runtime.quant import Int4Weight
+    from specvideo.text.runtime.quant import quantize as quantize_format
+
+    assert default_format(None, "auto") == "gguf" and default_format("qwen-coder", "auto") == "gguf"
+    assert default_format("some/dir", "auto") == "auto" and default_format(None, "bfloat16") == "bfloat16"
+    assert default_format(None, "auto", exact=True) == "auto"
+    monkeypatch.setenv(kernels.ENV_OFF, "1")
+    assert kernels.why_not() == f"switched off by {kernels.ENV_OFF}" and default_format(None, "auto") == "auto"
+    assert isinstance(quantize_format(torch.randn(32, 64), "int4"), Int4Weight)  # PyTorch's int4 instead

@@ -114,7 +114,7 @@ def default_format(target: str | None, dtype: str | torch.dtype, exact: bool = F
     otherwise ``dtype`` unchanged."""
     from specvideo.text.runtime import kernels
 
-    if dtype != "auto" or exact or not kernels.available():
+    if dtype != "auto" or exact or not kernels.built():
         return dtype
     if target is None or target in NAMED:  # their files hold Q4_1 / Q8_0, Q4_K / Q6_K
         return "gguf"

@@ -12,6 +12,7 @@ import functools
 import os
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 from specvideo.paths import cache_root
@@ -51,6 +52,7 @@ def available() -> bool:
     return why_not() is None
 
 
+_FAILED: list[str] = []  # a failed build's message: not retried in this process
 BUILD_SECONDS: dict[str, float] = {}  # what the first load of this process cost (0 when cached)
 
 
@@ -65,9 +67,25 @@ def module():
     build = cache_root() / "kernels" / "qmm"
     build.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
+    if _FAILED:
+        raise RuntimeError(_FAILED[0])
     try:
         ext = load(name="specvideo_qmm", sources=[str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=LDFLAGS, build_directory=str(build))
-    except Exception as err:  # a compiler or ninja failure: say so, do not show the build's traceback
-        raise RuntimeError(f"building the k-quant kernel failed ({str(err).splitlines()[0]}); see {build}") from err
+    except Exception as err:  # a compiler or ninja failure: say so once, do not show the build's traceback
+        _FAILED.append(f"building the k-quant kernel failed ({(str(err).splitlines() or [repr(err)])[0]}); see {build}")
+        raise RuntimeError(_FAILED[0]) from err
     BUILD_SECONDS["qmm"] = time.perf_counter() - start
     return ext
+
+
+def built() -> bool:
+    """Whether the kernel runs here, building it now if it was not yet (False, with a warning, where
+    the build fails: the caller then keeps to the formats PyTorch runs)."""
+    if not available():
+        return False
+    try:
+        module()
+    except RuntimeError as err:
+        warnings.warn(str(err), stacklevel=2)
+        return False
+    return True
