@@ -25,8 +25,8 @@ class AppConfig:
     # the Text tab's pair: "" = SmolLM2-135M-Instruct with its trained draft (the library's default)
     text_target: str = ""
     text_draft: str = ""
-    # the text models' number format (specvideo.text.models.precision): auto = bfloat16 where the CPU has
-    # bf16 units, else float32; float32 for the float32 model's own tokens bit for bit
+    # the text models' number format (specvideo.text.models.precision): auto = a GGUF-sourced model's
+    # own blocks where specvideo's kernel runs, else bfloat16 where the CPU has bf16 units, else float32
     text_dtype: str = "auto"
 
 

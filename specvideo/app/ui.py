@@ -79,7 +79,8 @@ def parse_args(argv: Sequence[str] | None = None) -> AppConfig:
         "--dtype",
         choices=DTYPES,
         default=config.text_dtype,
-        help="text models' number format (auto: bfloat16 where the CPU has bf16 units; env SPECVIDEO_TEXT_DTYPE)",
+        help="text models' number format (auto: a GGUF-sourced model's own blocks, else bfloat16 where the CPU "
+        "has bf16 units; env SPECVIDEO_TEXT_DTYPE)",
     )
     args = parser.parse_args(argv)
     return replace(config, host=args.host, port=args.port, max_file_size=args.max_file_size, text_dtype=args.dtype)

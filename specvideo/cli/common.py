@@ -52,7 +52,8 @@ def add_dtype(p: argparse.ArgumentParser) -> None:
         "--dtype",
         choices=DTYPES,
         default="auto",
-        help="number format of the models (auto: bfloat16 where the device computes it natively, as CPUs with "
+        help="number format of the models (auto: a model read from a GGUF file runs the file's own blocks (gguf) "
+        "where specvideo's kernel runs, else bfloat16 where the device computes it natively, as CPUs with "
         "avx512_bf16 or AMX do, else float32; int8 / int4: the target's projections and output head weight-only "
         "quantised over those activations, fewer bytes per weight for a memory-bound model, CPU only; gguf: a target "
         "read from a GGUF file runs that file's own quantised blocks, unrounded, on specvideo's VNNI kernel); greedy "
