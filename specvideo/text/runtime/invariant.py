@@ -95,7 +95,8 @@ def row_unit(weight, dtype: torch.dtype) -> int:
     """The row multiple a decode-time call with this weight is padded to: 1 for a weight-only
     quantised weight whose kernel gives each row the same bits in calls of 1 .. WIDE_TILE rows
     (probed once per shape on random rows; true of torch's int8 and int4 CPU kernels, which quantise
-    no activation and are linear in the rows, so padding a 1-token step to ROW_TILE rows would cost
+    no activation and are linear in the rows, and of specvideo's k-quant kernel, which rounds each
+    row on its own, so padding a 1-token step to ROW_TILE rows would cost
     up to 4x), else ROW_TILE (dense products, whose kernels change with the row count and whose
     cost is nearly flat in it)."""
     if not is_quantized(weight):

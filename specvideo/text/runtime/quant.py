@@ -6,9 +6,12 @@ half a byte and a scale and zero per group of ``group_size`` inputs). The produc
 own weight-only kernels, which read the packed weight and dequantise it inside the product:
 
 - int8: ``torch._weight_int8pack_mm`` (symmetric, one scale per output row);
-- int4: ``torch._weight_int4pack_mm_for_cpu`` over a weight packed once by
+- int4: specvideo's own kernel where it runs (``kquant``: the k-quant layout, a call's weights
+  unpacked once for all its rows, activations rounded per row to int8), else
+  ``torch._weight_int4pack_mm_for_cpu`` over a weight packed once by
   ``torch._convert_weight_to_int4pack_for_cpu`` (asymmetric, w = (q - 8) * scale + zero per group
-  of 32 inputs: the layout torchao's ``Int4CPULayout`` uses over the same two ops).
+  of 32 inputs: the layout torchao's ``Int4CPULayout`` uses over the same two ops), which unpacks
+  the weights again for every row of a call.
 
 Activations stay in the model's dtype (bfloat16 where it is native); only the weights are
 quantised, round to nearest, once at load. Why torch's ops and not torchao: torchao's CPU int4
@@ -17,7 +20,7 @@ them; a run-time dependency for two calls is not worth it (docs/BENCHMARKS.md "T
 formats" has the cost curves per format and row count).
 
 Exactness is the invariant verifier's (``specvideo.text.runtime.invariant``): these kernels quantise no
-activation, so a row's product depends only on that row; every decode call has a fixed row tile,
+activation, or each row on its own (ours), so a row's product depends only on that row; every decode call has a fixed row tile,
 and ``wide_tile`` probes whether wider calls give the same bits. Speculative greedy output then
 equals the same quantised model's own greedy decoding bit for bit (tests/text/test_quant.py).
 """
