@@ -53,7 +53,7 @@ def tiled_linear(x: torch.Tensor, weight, tile: int = ROW_TILE, unit: int = ROW_
     if x.dim() > 1 and x.shape[-2] > MAX_TILED_ROWS:  # a prefill's tokens
         return linear(rows, weight).reshape(*x.shape[:-1], weight.shape[0])
     M = rows.shape[0]
-    padded = F.pad(rows, (0, 0, 0, -M % unit))  # (M', d_in), M' a multiple of unit
+    padded = rows if M % unit == 0 else F.pad(rows, (0, 0, 0, -M % unit))  # (M', d_in), M' a multiple of unit
     if padded.shape[0] <= tile:
         out = linear(padded, weight)[:M]  # (M, d_out)
     else:
