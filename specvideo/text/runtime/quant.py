@@ -157,7 +157,7 @@ def quantize(weight: torch.Tensor, fmt: str, dtype: torch.dtype | None = None) -
         scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-12)  # (N,)
         data = torch.round(w / scales[:, None]).clamp(-128, 127).to(torch.int8)  # (N, K)
         return Int8Weight(data.contiguous(), scales.to(dtype))
-    if kernels.available():  # our kernel: one pass over the weights for all rows (kquant)
+    if kernels.built():  # our kernel: one pass over the weights for all rows (kquant)
         return kquantize(weight)
     N, K = w.shape
     group = next(g for g in INT4_GROUPS if K % g == 0)

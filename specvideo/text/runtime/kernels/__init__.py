@@ -25,15 +25,16 @@ LDFLAGS = ["-fopenmp"]
 ENV_OFF = "SPECVIDEO_NO_QMM"  # set to 1 to run PyTorch's kernels instead (the comparison in the bench)
 
 
-def _cpu_flags() -> set[str]:
+@functools.cache
+def _cpu_flags() -> frozenset[str]:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return set()
+    return frozenset()
 
 
 def why_not() -> str | None:
