@@ -114,3 +114,25 @@ def test_auto_keeps_to_torchs_formats_where_the_kernel_is_switched_off(monkeypat
     monkeypatch.setenv(kernels.ENV_OFF, "1")
     assert kernels.why_not() == f"switched off by {kernels.ENV_OFF}" and default_format(None, "auto") == "auto"
     assert isinstance(quantize_format(torch.randn(32, 64), "int4"), Int4Weight)  # PyTorch's int4 instead
+
+
+def test_auto_takes_a_gguf_file_only_where_every_tensor_maps(tmp_path):
+    from gguf import GGMLQuantizationType, GGUFWriter
+    from gguf.quants import quantize as quantize_blocks
+
+    from specvideo.text.models.gguf_weights import runs_blocks
+
+    def write(name: str, rows: int) -> str:
+        path = str(tmp_path / name)
+        writer = GGUFWriter(path, "llama")
+        data = quantize_blocks(np.random.default_rng(0).standard_normal((rows, 64)).astype(np.float32), GGMLQuantizationType.Q8_0)
+        writer.add_tensor("blk.0.attn_q.weight", data, raw_dtype=GGMLQuantizationType.Q8_0)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        return path
+
+    assert runs_blocks(write("whole.gguf", 32))
+    assert not runs_blocks(write("ragged.gguf", 20))  # 20 rows: no whole 16-row tiles, auto keeps to bf16
+    assert not runs_blocks(str(tmp_path / "missing.gguf"))

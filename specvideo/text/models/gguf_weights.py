@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from specvideo.text.runtime.kquant import KQuantWeight, Stacked, fuse, pack
+from specvideo.text.runtime.kquant import TILE, KQuantWeight, Stacked, fuse, pack
 
 SUPPORTED = ("Q4_K", "Q6_K", "Q4_1", "Q8_0")
 
@@ -160,10 +160,14 @@ FLOATS = ("F32", "F16", "BF16")
 
 
 def runs_blocks(path) -> bool:
-    """Whether every tensor of the GGUF file at ``path`` is of a type ``load_layers`` holds."""
+    """Whether every tensor of the GGUF file at ``path`` is of a type and shape ``load_layers`` holds."""
     from gguf import GGUFReader
 
+    def held(t) -> bool:  # a quantised matrix needs whole 16-row tiles
+        kind = t.tensor_type.name
+        return kind in FLOATS or (kind in SUPPORTED and len(t.shape) == 2 and int(t.shape[1]) % TILE == 0)
+
     try:
-        return all(t.tensor_type.name in SUPPORTED + FLOATS for t in GGUFReader(path).tensors)
+        return all(held(t) for t in GGUFReader(path).tensors)
     except (OSError, ValueError):
         return False
