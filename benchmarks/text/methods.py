@@ -59,6 +59,15 @@ class CallCounter:
         self._handle.remove()
 
 
+def weight_formats(verifiers: tuple[str, ...], target) -> tuple[str, ...]:
+    """The weight-only formats among ``verifiers`` that run ``target`` here ("gguf" only for a
+    target converted from a GGUF file, where specvideo's kernel runs)."""
+    from specvideo.text.models.gguf import has_gguf_source
+    from specvideo.text.models.precision import WEIGHT_ONLY
+
+    return tuple(v for v in verifiers if v in WEIGHT_ONLY and (v != "gguf" or has_gguf_source(target)))
+
+
 def build_methods(
     config: BenchTextConfig, target, draft, tokenizer, vocabs: dict[str, torch.Tensor] | None = None, head=None
 ) -> list[Method]:
@@ -71,7 +80,7 @@ def build_methods(
     n, top_p = config.max_new_tokens, config.top_p
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
     methods: list[Method] = []
-    from specvideo.text.models.gguf import has_gguf_source, weights_source
+    from specvideo.text.models.gguf import weights_source
     from specvideo.text.models.precision import LEAN_MODEL_TYPES, WEIGHT_ONLY
     from specvideo.text.runtime.lean import LeanLlama
 
@@ -86,7 +95,7 @@ def build_methods(
     # target stays for transformers' rows
     runners.update({
         v: LeanLlama(target, invariant=True, weights=v, gguf=weights_source(target, v))
-        for v in WEIGHT_ONLY if v in config.verifiers and llama and (v != "gguf" or has_gguf_source(target))
+        for v in weight_formats(config.verifiers, target) if llama
     })
     # packed on another model (Qwen2): transformers' own forwards of the target and the draft on
     # pre-packed linear weights (TextModels(packed=True))

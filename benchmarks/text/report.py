@@ -217,7 +217,8 @@ def text_section(results: BenchResults, command: str, plot_link: str) -> str:
         f"- Number format: **{s.get('torch_dtype', 'float32')}** (--dtype {s.get('dtype', 'float32')}) for every "
         "method; in bf16 our loop verifies on LeanLlama(invariant=True); rows marked +int8 / +int4 run the "
         "target's projections and output head weight-only quantised over those activations (invariant too; "
-        "= our loop compares them with our target-only loop in the same format).",
+        "= our loop compares them with our target-only loop in the same format); rows marked +gguf run the "
+        "GGUF file's own blocks with float32 activations.",
     ]
     if s.get("hf_assisted"):
         notes.append("- HF assisted, the draft's generation config otherwise: "

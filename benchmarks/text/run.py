@@ -18,13 +18,11 @@ from benchmarks.measure import progress_bar
 from benchmarks.measure import sync as _sync
 from benchmarks.report import machine_info
 from benchmarks.text.config import BENCH_TEXT_DEFAULTS, BenchTextConfig, parse_drafter
-from benchmarks.text.methods import CallCounter, build_methods
+from benchmarks.text.methods import CallCounter, build_methods, weight_formats
 from benchmarks.text.prompts import BenchPrompt, load_prompts_jsonl
 from benchmarks.text.results import BenchResults, aggregate, assistant_settings, tie_margins
 from benchmarks.text.workloads import workload_prompts
-from specvideo.text.models.gguf import has_gguf_source
 from specvideo.text.models.loading import context_length
-from specvideo.text.models.precision import WEIGHT_ONLY
 from specvideo.text.runtime.packing import packed_linears
 
 
@@ -101,7 +99,7 @@ def run_benchmark(
     settings = {
         "decode_ms": decode_costs(
             target, draft, prompt_ids[0], vocabs, config.decode_forwards, config.decode_repeats, head,
-            tuple(v for v in config.verifiers if v in WEIGHT_ONLY and (v != "gguf" or has_gguf_source(target))),
+            weight_formats(config.verifiers, target),
         ) if draft is not None else None,
         **{k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         "workloads_run": workloads,

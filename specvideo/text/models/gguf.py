@@ -109,7 +109,7 @@ def weights_source(model, weights: str | None) -> str | None:
     source = source_of(getattr(model, "name_or_path", "") or "")
     if source is None:
         raise ValueError('dtype="gguf" runs a target loaded from a GGUF file; this one was not (use int4 or int8)')
-    if not kernels.available():
+    if not kernels.built():
         raise ValueError(f"dtype=\"gguf\" needs specvideo's k-quant kernel, which cannot run here: {kernels.why_not()}")
     return str(source)
 
@@ -118,4 +118,4 @@ def has_gguf_source(model) -> bool:
     """Whether ``weights="gguf"`` can run ``model`` here: it came from a GGUF file and the kernel runs."""
     from specvideo.text.runtime import kernels
 
-    return kernels.available() and source_of(getattr(model, "name_or_path", "") or "") is not None
+    return source_of(getattr(model, "name_or_path", "") or "") is not None and kernels.built()

@@ -98,6 +98,8 @@ class LeanLlama(nn.Module):
         self.eps = config.rms_norm_eps
         if (weights == "gguf") != (gguf is not None):
             raise ValueError('weights="gguf" and a gguf file go together')
+        self.embed_table = None  # GGUF weights: the token table in its blocks (else self.embed)
+        self.act_dtype = None  # GGUF weights: float32 (else the embeddings' dtype)
         with torch.no_grad():
             self.embed = model.model.embed_tokens.weight.detach()
             if gguf is not None:  # the file's own weights; no dense copy is made
@@ -155,7 +157,7 @@ class LeanLlama(nn.Module):
     def weight_bytes(self) -> int:
         """The bytes this model reads besides its cache: projections, output head, embeddings."""
         matrices = [w for w in self._weights() if isinstance(w, torch.Tensor) or is_quantized(w)]
-        table = getattr(self, "embed_table", self.embed)  # what lookups read
+        table = self.embed if self.embed_table is None else self.embed_table  # what lookups read
         return table.nbytes + sum(w.nbytes for w in matrices if w is not table) + self.norm_weight.nbytes
 
     def _weights(self) -> list[torch.Tensor]:
@@ -202,7 +204,7 @@ class LeanLlama(nn.Module):
     def dtype(self) -> torch.dtype:
         """The activations' dtype (the embeddings', whatever format the projections hold; float32
         over GGUF blocks)."""
-        return getattr(self, "act_dtype", None) or self.embed.dtype
+        return self.act_dtype or self.embed.dtype
 
     def make_cache(self, batch_size: int) -> LeanCache:
         like = self.embed.new_empty(0, dtype=self.dtype)
@@ -261,7 +263,7 @@ class LeanLlama(nn.Module):
 
     def _embed(self, input_ids: torch.Tensor) -> torch.Tensor:
         """(B, n) -> (B, n, d): rows of the dense table, or unpacked from a GGUF block table."""
-        table = getattr(self, "embed_table", None)
+        table = self.embed_table
         if table is None:
             return F.embedding(input_ids, self.embed)
         if isinstance(table, torch.Tensor):
