@@ -143,17 +143,40 @@ def write_shards(rows: dict[str, list[dict]], work: str | Path, per_shard: int =
     return data
 
 
-def chat_rows(generator, tokenizer, prompts: list[str], max_new_tokens: int) -> list[dict]:
-    """The target's own greedy replies to chat prompts (through ``generator``, exact), as rows that
-    start at the reply."""
+def chat_requests(n: int, split: str, config: CodeDataConfig) -> list[str]:
+    """n chat requests of one split ("train" / "valid"), half of each kind: instructions composed
+    from the draft recipe's templates (``recipes.draft_prompts``), and "write this function" requests
+    from the docstrings of ``EXTRA_PACKAGES`` (the shape of the chat workload's test split, whose
+    packages are others: ``benchmarks.text.fim.TEST_PACKAGES``), split by file hash as the code rows
+    are. The validation split's templates never repeat a training one."""
+    from benchmarks.text.fim import docstring_requests
+    from recipes.draft_prompts import _combinations, chat_prompts
+
+    rng = random.Random(config.seed)
+    templates = chat_prompts(_combinations(), seed=config.seed)  # all of them, in a seeded order
+    composed = templates[: n // 2] if split == "train" else templates[::-1][: n // 2]
+    requests = [
+        p.text
+        for p in docstring_requests(0, packages=EXTRA_PACKAGES)
+        if is_valid(p.source.split(":")[0], config.valid_every) == (split == "valid")
+    ]
+    rng.shuffle(requests)
+    picked = requests[: n - len(composed)]
+    return [t for pair in zip(composed, picked) for t in pair] + composed[len(picked) :] + picked[len(composed) :]
+
+
+def chat_rows(generator, tokenizer, prompts: list[str], max_new_tokens: int, batch: int = 8) -> list[dict]:
+    """The target's own greedy replies to chat prompts (through ``generator``, exact: a row's reply
+    in a batch is the one it gets alone), as rows that start at the reply. ``batch`` prompts a call,
+    since a few rows cost little more than one on this CPU."""
     from specvideo.text.prompts import chat_ids
 
     out, t0 = [], time.time()
-    for text in prompts:
-        ids = chat_ids([{"role": "user", "content": text}], tokenizer)
-        reply = generator.generate([ids], max_new_tokens=max_new_tokens).token_ids[0]
-        row = list(ids) + [int(t) for t in reply]
-        out.append({"ids": torch.tensor(row, dtype=torch.int32), "start": len(ids), "source": "chat"})
-    print(f"chat replies: {len(out)} in {time.time() - t0:.0f} s", flush=True)
+    for i in range(0, len(prompts), batch):
+        ids = [chat_ids([{"role": "user", "content": text}], tokenizer) for text in prompts[i : i + batch]]
+        replies = generator.generate(ids, max_new_tokens=max_new_tokens).token_ids
+        for prompt, reply in zip(ids, replies):
+            row = list(prompt) + [int(t) for t in reply]
+            out.append({"ids": torch.tensor(row, dtype=torch.int32), "start": len(prompt), "source": "chat"})
+        print(f"chat replies: {len(out)} / {len(prompts)} in {time.time() - t0:.0f} s", flush=True)
     return out
-

@@ -105,6 +105,7 @@ def compute_features(config: HeadConfig, target) -> Path:
                 {
                     "ids": row["ids"],
                     "start": row["start"],
+                    "source": row.get("source", ""),
                     "features": result.hidden_states[-1][0].to(torch.float16),  # (T, d)
                     "top_ids": top_ids.to(torch.int32),
                     "top_logp": top_logp.to(torch.float16),

@@ -25,7 +25,9 @@ def add(kinds) -> None:
     g.add_argument("--train-rows", type=int, default=dd.train_rows)
     g.add_argument("--valid-rows", type=int, default=dd.valid_rows)
     g.add_argument("--row-tokens", type=int, default=dd.row_tokens)
-    g.add_argument("--num-chat", type=int, default=0, help="the target's own replies to chat prompts")
+    g.add_argument("--num-chat", type=int, default=0, help="training rows of the target's own replies to chat requests")
+    g.add_argument("--valid-chat", type=int, default=24, help="validation rows of them (with --num-chat)")
+    g.add_argument("--chat-tokens", type=int, default=128, help="reply length of a chat row")
     g.add_argument("--threads", type=int, default=2)
     g.set_defaults(run=_run_code_data)
 
@@ -64,6 +66,7 @@ def _add_head(kinds, name: str) -> None:
     v.add_argument("--k", type=int, default=5)
     v.add_argument("--draft-vocab", type=int, default=2048, help="FR-Spec tokens it drafts from (0 = all)")
     v.add_argument("--threads", type=int, default=d.threads)
+    v.add_argument("--rows", choices=("all", "chat", "code"), default="all", help="which validation rows")
     v.set_defaults(run=_run_head_eval, target=name)
 
 
@@ -128,11 +131,14 @@ def _run_head_eval(args: argparse.Namespace) -> int:
         ranked_vocabulary(args.head, args.draft_vocab, target.config.vocab_size) if args.draft_vocab else None
     )
     rows = torch.load(Path(args.work) / "features" / "valid.pt")["rows"]
+    if args.rows != "all":  # chat rows are the target's replies (source "chat"), the others code
+        rows = [r for r in rows if (r.get("source") == "chat") == (args.rows == "chat")]
     values = chain_acceptance(head, rows, vocab, args.k)
     print(
         json.dumps(
             {
                 "rows": len(rows),
+                "which": args.rows,
                 "draft_vocab": args.draft_vocab,
                 "acceptance_by_position": [round(v, 4) for v in values],
             }
@@ -146,13 +152,15 @@ def _run_code_data(args: argparse.Namespace) -> int:
 
     import torch
 
-    from recipes.code_data import CodeDataConfig, chat_rows, code_rows, write_shards
+    from recipes.code_data import CodeDataConfig, chat_requests, chat_rows, code_rows, write_shards
 
     check_ranges(
         ("--train-rows", args.train_rows, args.train_rows >= 1),
         ("--valid-rows", args.valid_rows, args.valid_rows >= 1),
         ("--row-tokens", args.row_tokens, args.row_tokens >= 64),
         ("--num-chat", args.num_chat, args.num_chat >= 0),
+        ("--valid-chat", args.valid_chat, args.valid_chat >= 0),
+        ("--chat-tokens", args.chat_tokens, args.chat_tokens >= 1),
     )
     torch.set_num_threads(args.threads)
     cfg = replace(
@@ -170,12 +178,10 @@ def _run_code_data(args: argparse.Namespace) -> int:
     tokenizer = AutoTokenizer.from_pretrained(target_dir)
     rows = code_rows(tokenizer, cfg)
     if args.num_chat:
-        from recipes.draft_prompts import chat_prompts
         from specvideo.text.generator import SpeculativeGenerator
 
-        gen = SpeculativeGenerator.from_pretrained("qwen-coder")
-        prompts = chat_prompts(args.num_chat + 8, seed=cfg.seed + 1)
-        rows["train"] += chat_rows(gen, tokenizer, prompts[: args.num_chat], 96)
-        rows["valid"] += chat_rows(gen, tokenizer, prompts[args.num_chat :], 96)
+        gen = SpeculativeGenerator.from_pretrained("qwen-coder", drafter="none")  # the target as it serves
+        for split, n in (("train", args.num_chat), ("valid", args.valid_chat)):
+            rows[split] += chat_rows(gen, tokenizer, chat_requests(n, split, cfg), args.chat_tokens)
     print(write_shards(rows, cfg.work), {s: len(r) for s, r in rows.items()})
     return 0

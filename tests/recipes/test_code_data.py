@@ -70,3 +70,23 @@ def test_code_rows_fill_both_splits_with_plain_and_fim_rows():
     random.seed(0)  # code_rows draws from its own generator: the global one does not matter
     again = code_rows(CharTokenizer(), CodeDataConfig(train_rows=12, valid_rows=3, row_tokens=128))
     assert [r["ids"].tolist() for r in again["train"]] == [r["ids"].tolist() for r in rows["train"]]
+
+
+def test_chat_requests_are_no_benchmark_prompt_and_the_splits_share_none():
+    from benchmarks.text.fim import TEST_PACKAGES
+    from benchmarks.text.prompts import CHAT_HELDOUT, CHAT_TUNING
+    from recipes.code_data import chat_requests
+
+    config = CodeDataConfig()
+    train, valid = chat_requests(40, "train", config), chat_requests(12, "valid", config)
+    assert len(train) == 40 and len(valid) == 12
+    assert not set(train) & set(valid)
+    assert not (set(train) | set(valid)) & set(CHAT_TUNING + CHAT_HELDOUT)
+    requests = [t for t in train + valid if t.startswith("Write a Python function `")]
+    assert 0 < len(requests) < len(train + valid)  # both kinds, composed and docstring requests
+    # the test split's requests are functions of other packages (its docstrings are not these)
+    from benchmarks.text.fim import docstring_requests
+
+    test = {p.text for p in docstring_requests(0, packages=TEST_PACKAGES[:1])}
+    assert test and not test & set(train + valid)
+    assert chat_requests(40, "train", config) == train  # seeded

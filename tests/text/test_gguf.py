@@ -129,3 +129,17 @@ def test_a_file_that_is_not_a_model_is_refused(tmp_path):
         converted_dir(tmp_path / "notes.gguf", tmp_path / "out")
     with pytest.raises(ValueError, match="GGUF file not found"):
         converted_dir(tmp_path / "missing.gguf")
+
+
+def test_the_code_pairs_draft_beside_the_files_blocks_is_converted_in_autos_dtype(monkeypatch, tmp_path):
+    """`--dtype gguf` runs the target from the file's blocks and the draft in auto's dtype, so the
+    draft's conversion is auto's (no float32 copy of the 0.5B written for a drafter that runs none)."""
+    from specvideo.text.models import names
+
+    files = [tmp_path / "target.gguf", tmp_path / "draft.gguf"]
+    asked = {}
+    monkeypatch.setattr(names, "_qwen_coder_files", lambda: files)
+    monkeypatch.setattr(names, "_stored", lambda f, dtype, device: {"gguf": "float32", "auto": "bfloat16"}[dtype])
+    monkeypatch.setattr(names, "converted_dir", lambda f, dtype: asked.setdefault(f.stem, dtype) and tmp_path / f.stem)
+    names.resolve_model("qwen-coder", "gguf")
+    assert asked == {"target": "float32", "draft": "bfloat16"}

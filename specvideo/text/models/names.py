@@ -65,7 +65,9 @@ def resolve_model(spec: str, dtype: str | torch.dtype = "float32", device: str |
         return ModelChoice("smollm2", None)
     if spec == "qwen-coder":
         files = _qwen_coder_files()
-        target, draft = (str(converted_dir(f, dtype=_stored(f, dtype, device))) for f in files)
+        # the draft beside the file's own blocks runs in the dtype auto picks (text_models)
+        dtypes = (dtype, "auto" if dtype == "gguf" else dtype)
+        target, draft = (str(converted_dir(f, dtype=_stored(f, d, device))) for f, d in zip(files, dtypes))
         return ModelChoice("qwen-coder", target, draft, QWEN_CODER_HEAD, QWEN_CODER_DRAFTER)
     path = Path(spec)
     if path.suffix == ".gguf":
