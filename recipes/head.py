@@ -310,6 +310,6 @@ def export(config: HeadConfig, target) -> Path:
         data_ranking(rows, target.config.vocab_size),
         "token counts of the self-distillation training shards"
         if config.target == "smollm2"
-        else "token counts of the training rows (real Python source, recipes.code_data)",
+        else "token counts of the training rows (recipes.code_data: real Python source, and the target's own chat replies when the data has them)",
     )
     return out
