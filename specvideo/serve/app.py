@@ -2,7 +2,7 @@
 
 Routes: ``POST /v1/completions`` (``prompt``, ``suffix`` for fill-in-the-middle), ``POST
 /v1/chat/completions`` (``messages`` through the model's chat template), ``GET /v1/models``,
-``GET /health``, and the editor plugins' ``/infill``, ``/completion`` and ``/v1/fim/completions``
+``GET /health``, ``GET /metrics`` (Prometheus, ``specvideo.serve.metrics``), and the editor plugins' ``/infill``, ``/completion`` and ``/v1/fim/completions``
 (``specvideo.serve.editor``). ``stream: true`` answers with server-sent events in OpenAI's chunk format ending
 with ``data: [DONE]``. Every answer carries ``usage`` and a ``speculative`` field (acceptance rate,
 tokens per target call, the batch it ran in). Errors are OpenAI's error JSON on every route: 400
@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from specvideo.serve.editor import EDITOR_ROUTES, add_editor_routes
@@ -50,6 +50,7 @@ def _error(err: APIError) -> JSONResponse:
 
 def create_app(engine: Engine, api_key: str | None = None, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     app = FastAPI(title="specvideo", docs_url=None, redoc_url=None)
+    routes: set[str] = set()  # the paths /metrics labels requests by (any other is "unmatched")
 
     @app.exception_handler(APIError)
     async def _api_error(request: Request, err: APIError):
@@ -78,7 +79,12 @@ def create_app(engine: Engine, api_key: str | None = None, max_body_bytes: int =
             response = await call_next(request)
         if request.method == "POST" and not getattr(request.state, "traced", False):  # refused before a job
             log.info("- %s refused %d", request.url.path, response.status_code)
+        engine.metrics.answered(request.url.path if request.url.path in routes else "unmatched", response.status_code)
         return response
+
+    @app.get("/metrics")
+    async def metrics():  # Prometheus' text format (specvideo.serve.metrics)
+        return Response(engine.metrics.render(), media_type=engine.metrics.content_type)
 
     @app.get("/health")
     async def health():
@@ -114,6 +120,7 @@ def create_app(engine: Engine, api_key: str | None = None, max_body_bytes: int =
         return await _answer(engine, job, request, body.stream, chat_body, new_id("chatcmpl"))
 
     add_editor_routes(app, engine, _answer, _ready)
+    routes.update(route.path for route in app.routes)
     return app
 
 

@@ -26,6 +26,7 @@ import time
 
 from specvideo.errors import first_line
 from specvideo.serve.jobs import Done, Failed, Job, JobRow, Piece
+from specvideo.serve.metrics import ServeMetrics
 from specvideo.serve.protocol import APIError
 
 __all__ = ["Done", "Engine", "Failed", "Job", "Piece"]
@@ -56,6 +57,8 @@ class Engine:
         self.generator, self.error, self._thread = None, None, None
         self.batch_seconds = 1.0  # running mean wall time of a request (Retry-After)
         self.round_ms = None  # running mean wall time of a continuous batch's round
+        self.rows_running = 0  # rows of the running batch (0 between batches)
+        self.metrics = ServeMetrics(queue_depth=self.queue.qsize, batch_rows=lambda: self.rows_running)
         if generator is not None:
             self.attach(generator)
 
@@ -148,6 +151,8 @@ class Engine:
                 now = time.monotonic()
                 ms = 1e3 * (now - last)  # this round's wall time (the joins before it excluded)
                 self.round_ms = ms if self.round_ms is None else 0.8 * self.round_ms + 0.2 * ms
+                self.rows_running = run.size
+                self.metrics.batch_width.observe(run.size)
                 self._report_rows(run)
                 run.finish([b for b, row in run.rows() if row.done or row.job.cancelled.is_set()])
                 joined = 0  # rows admitted at this round boundary so far (each prefill delays the next)
@@ -167,6 +172,8 @@ class Engine:
             error = APIError(500, f"generation failed: {first_line(err)}", "server_error")
             for _, row in run.rows():
                 row.job.events.put(Failed(error))
+        finally:
+            self.rows_running = 0
 
     def _open(self, job: Job):
         """A BatchRun started with ``job`` (None: nothing to run; the job was answered)."""

@@ -22,8 +22,9 @@ log = logging.getLogger("specvideo.serve")
 class Trace:
     """One request's log line: id, route, outcome, prompt/completion tokens, TTFT, tok/s, acceptance."""
 
-    def __init__(self, rid: str, route: str, prompt_tokens: int):
-        self.rid, self.route, self.prompt_tokens = rid, route, prompt_tokens
+    def __init__(self, rid: str, route: str, prompt_tokens: int, metrics=None):
+        """metrics: the engine's ``ServeMetrics``, told of every finished request."""
+        self.rid, self.route, self.prompt_tokens, self.metrics = rid, route, prompt_tokens, metrics
         self.start, self.first = time.perf_counter(), None
 
     def piece(self) -> None:
@@ -40,6 +41,9 @@ class Trace:
             f" joined_after={timings.get('joined_after', 0)}"
             if timings.get("round_ms") is not None else ""
         )
+        if self.metrics is not None and isinstance(event, Done):
+            ttft = None if self.first is None else self.first - self.start
+            self.metrics.finished(self.prompt_tokens, tokens, ttft, now - self.start, event)
         log.info(
             "%s %s %s prompt=%d completion=%d ttft=%.3fs tok/s=%.1f acceptance=%s%s",
             self.rid, self.route, outcome, self.prompt_tokens, tokens, (self.first or now) - self.start,
@@ -50,7 +54,7 @@ class Trace:
 
 def submit(engine: Engine, job: Job, request: Request, rid: str) -> Trace:
     """Queue the job; its trace is this request's log line (a refusal logs and raises)."""
-    trace = Trace(rid, request.url.path, len(job.prompt_ids))
+    trace = Trace(rid, request.url.path, len(job.prompt_ids), engine.metrics)
     request.state.traced = True
     try:
         engine.submit(job)

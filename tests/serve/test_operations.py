@@ -168,3 +168,29 @@ def test_one_log_line_per_request(server, caplog):
     assert len(lines) == 2 and lines[1] == "- /v1/completions refused 400"
     assert lines[0].startswith("cmpl-") and " /v1/completions length prompt=" in lines[0]
     assert "completion=3" in lines[0] and "ttft=" in lines[0] and "tok/s=" in lines[0] and "acceptance=" in lines[0]
+
+
+def test_metrics_are_scraped_in_prometheus_format_and_count_what_happened(server):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def scrape() -> dict:
+        with urllib.request.urlopen(server.url + "/metrics") as r:
+            assert r.headers["Content-Type"].startswith("text/plain")
+            text = r.read().decode()
+        return {s.name + repr(sorted(s.labels.items())): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+    before = scrape()
+    code, _, answer = call(server.url, "/v1/completions", {"model": "tiny", "prompt": "a b", "max_tokens": 3, "temperature": 0})
+    assert code == 200
+    call(server.url, "/v1/nothing-here", {"x": 1})
+    after = scrape()
+    ok = "specvideo_requests_total" + repr([("route", "/v1/completions"), ("status", "200")])
+    unmatched = "specvideo_requests_total" + repr([("route", "unmatched"), ("status", "404")])
+    assert after[ok] == before.get(ok, 0) + 1 and after[unmatched] == before.get(unmatched, 0) + 1
+    grew = lambda name: after[name + "[]"] - before.get(name + "[]", 0)  # noqa: E731
+    assert grew("specvideo_generation_tokens_total") == answer["usage"]["completion_tokens"]
+    assert grew("specvideo_prompt_tokens_total") == answer["usage"]["prompt_tokens"]
+    assert grew("specvideo_time_to_first_token_seconds_count") == 1
+    assert grew("specvideo_tokens_per_target_call_count") == 1
+    assert after["specvideo_batch_width_count[]"] >= 1 and after["specvideo_queue_depth[]"] == 0
+    assert "specvideo_prompt_cache_saved_tokens_total[]" in after
