@@ -62,6 +62,18 @@ def add(commands) -> None:
     )
     add_dtype(p)
     add_seed_and_device(p, 0, None)
+    ray = p.add_argument_group("replicas on Ray Serve (the ray extra)")
+    ray.add_argument(
+        "--replicas", type=int, default=1,
+        help="engine replicas behind one HTTP entry on a local Ray cluster (1: one process, no Ray)",
+    )
+    ray.add_argument(
+        "--max-replicas", type=int, help="autoscale between --replicas and this many on ongoing requests"
+    )
+    ray.add_argument(
+        "--target-ongoing-requests", type=float, default=2.0, help="autoscaling: requests a replica should hold"
+    )
+    ray.add_argument("--replica-threads", type=int, default=1, help="torch threads (and Ray CPUs) per replica")
     p.set_defaults(run=run)
 
 
@@ -107,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     if args.prompt_cache_mb < 0:
         raise UsageError(f"--prompt-cache-mb must be >= 0, got {args.prompt_cache_mb}")
     check_model(args.model)  # a missing model fails here, before the server listens
+    if args.replicas != 1 or args.max_replicas is not None:
+        return run_replicas(args)
     name = args.name or model_name(args.model)
     engine = Engine(
         None, name, max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens,
@@ -135,4 +149,50 @@ def run(args: argparse.Namespace) -> int:
     server.run()
     if failed:
         raise failed[0]
+    return 0
+
+
+def run_replicas(args: argparse.Namespace) -> int:
+    """``--replicas N``: N engines on Ray Serve behind one HTTP entry (``specvideo.serve.replicas``),
+    until interrupted."""
+    import time
+
+    if args.replicas < 1 or args.replica_threads < 1:
+        raise UsageError("--replicas and --replica-threads must be >= 1")
+    if args.max_replicas is not None and args.max_replicas < args.replicas:
+        raise UsageError(f"--max-replicas ({args.max_replicas}) must be >= --replicas ({args.replicas})")
+    if args.target_ongoing_requests <= 0:
+        raise UsageError(f"--target-ongoing-requests must be > 0, got {args.target_ongoing_requests}")
+    try:
+        import ray
+        from ray import serve
+    except ImportError:
+        raise UsageError("--replicas needs Ray Serve: pip install 'specvideo[ray]'") from None
+    from specvideo.serve.replicas import ReplicaSettings, application
+
+    settings = ReplicaSettings(
+        model=args.model, name=args.name, draft=None if args.ngram else args.draft,
+        drafter="ngram" if args.ngram else args.drafter, dtype=args.dtype, device=args.device or "cpu",
+        max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens,
+        prompt_cache_mb=args.prompt_cache_mb, api_key=args.api_key, threads=args.replica_threads,
+    )
+    autoscaling = None
+    if args.max_replicas is not None:
+        autoscaling = {
+            "min_replicas": args.replicas, "max_replicas": args.max_replicas,
+            "target_ongoing_requests": args.target_ongoing_requests,
+        }
+    ray.init(include_dashboard=False, ignore_reinit_error=True)
+    serve.start(http_options={"host": args.host, "port": args.port})
+    serve.run(application(settings, args.replicas, autoscaling), route_prefix="/", blocking=False)
+    count = f"{args.replicas}-{args.max_replicas}" if autoscaling else str(args.replicas)
+    print(f"serving on http://{args.host}:{args.port}/v1 with {count} replicas (Ray Serve; 503 until loaded)", flush=True)
+    try:
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        serve.shutdown()
+        ray.shutdown()
     return 0
