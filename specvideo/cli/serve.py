@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from specvideo.cli.common import UsageError, add_dtype, add_seed_and_device
-from specvideo.text.config import MODEL_DRAFTERS, SELF_DRAFTERS, TEXT_DEFAULTS
+from specvideo.serve.settings import ServeSettings, load_generator
+from specvideo.text.config import MODEL_DRAFTERS, SELF_DRAFTERS
 
 
 def add(commands) -> None:
@@ -77,25 +79,19 @@ def add(commands) -> None:
     p.set_defaults(run=run)
 
 
+def settings_of(args: argparse.Namespace) -> ServeSettings:
+    """The model settings of --model / --name / --draft / --ngram / --drafter / --dtype / ..."""
+    return ServeSettings(
+        model=args.model, name=args.name, draft=None if args.ngram else args.draft,
+        drafter="ngram" if args.ngram else args.drafter, dtype=args.dtype, device=args.device,
+        packed=args.packed, exact=args.exact,
+    )
+
+
 def load(args: argparse.Namespace):
     """(generator, model name) for --model / --draft / --ngram / --drafter."""
-    from specvideo.text import SpeculativeGenerator
-    from specvideo.text.models.names import model_name
-
-    draft = None if args.ngram else args.draft
-    config = TEXT_DEFAULTS.updated(drafter="ngram" if args.ngram else args.drafter)
-    gen = SpeculativeGenerator.from_pretrained(
-        args.model,
-        draft,
-        device=args.device,
-        packed={"auto": "auto", "on": True, "off": False}[args.packed],
-        dtype=args.dtype,
-        exact=args.exact,
-        config=config,
-    )
-    if gen.tokenizer is None:
-        raise UsageError(f"no tokenizer found for --model {args.model}: the server needs one")
-    return gen, args.name or model_name(args.model)
+    settings = settings_of(args)
+    return load_generator(settings), settings.served_name
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
     from specvideo.errors import first_line
     from specvideo.serve import Engine, create_app
-    from specvideo.text.models.names import check_model, model_name
+    from specvideo.text.models.names import check_model
 
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be in 1..65535, got {args.port}")
@@ -121,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     check_model(args.model)  # a missing model fails here, before the server listens
     if args.replicas != 1 or args.max_replicas is not None:
         return run_replicas(args)
-    name = args.name or model_name(args.model)
+    name = settings_of(args).served_name
     engine = Engine(
         None, name, max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens,
         prompt_cache_bytes=args.prompt_cache_mb << 20,
@@ -168,12 +164,10 @@ def run_replicas(args: argparse.Namespace) -> int:
         from ray import serve
     except ImportError:
         raise UsageError("--replicas needs Ray Serve: pip install 'specvideo[ray]'") from None
-    from specvideo.serve.replicas import ReplicaSettings, application
+    from specvideo.serve.replicas import application
 
-    settings = ReplicaSettings(
-        model=args.model, name=args.name, draft=None if args.ngram else args.draft,
-        drafter="ngram" if args.ngram else args.drafter, dtype=args.dtype, device=args.device or "cpu",
-        max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens,
+    settings = replace(
+        settings_of(args), max_queue=args.max_queue, max_batch=args.max_batch, max_tokens=args.max_tokens,
         prompt_cache_mb=args.prompt_cache_mb, api_key=args.api_key, threads=args.replica_threads,
     )
     autoscaling = None

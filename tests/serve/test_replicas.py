@@ -35,12 +35,13 @@ def running(app: str = "default") -> int:
 
 @pytest.fixture(scope="module")
 def entry():
-    from specvideo.serve.replicas import ReplicaSettings, application
+    from specvideo.serve.replicas import application
+    from specvideo.serve.settings import ServeSettings
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
-    settings = ReplicaSettings(model=MODEL, name="tiny", drafter="ngram", dtype="float32", threads=1)
+    settings = ServeSettings(model=MODEL, name="tiny", drafter="ngram", dtype="float32", threads=1)
     serve.run(application(settings, replicas=2, health_check_period_s=1.0), route_prefix="/", blocking=False)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
@@ -98,6 +99,8 @@ def test_serve_run_builder_reads_its_settings_and_names_unknown_ones():
     assert isinstance(app_builder({"model": MODEL, "replicas": "3", "threads": "1"}), serve.Application)
     with pytest.raises(ValueError, match="unknown settings \\['modle'\\]"):
         app_builder({"modle": MODEL})
+    with pytest.raises(ValueError, match="packed must be auto, on or off"):
+        app_builder({"model": MODEL, "packed": "maybe"})
 
 
 def test_the_cli_checks_replica_settings_before_starting_ray(capsys):
