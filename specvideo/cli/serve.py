@@ -76,6 +76,11 @@ def add(commands) -> None:
         "--target-ongoing-requests", type=float, default=2.0, help="autoscaling: requests a replica should hold"
     )
     ray.add_argument("--replica-threads", type=int, default=1, help="torch threads (and Ray CPUs) per replica")
+    ray.add_argument(
+        "--routing", choices=("prefix", "load"), default="prefix",
+        help="prefix: prompts that start alike go to the same replica, whose prompt cache holds them (load breaks "
+        "ties); load: Serve's default, the less loaded of two random replicas",
+    )
     p.set_defaults(run=run)
 
 
@@ -178,9 +183,9 @@ def run_replicas(args: argparse.Namespace) -> int:
         }
     ray.init(include_dashboard=False, ignore_reinit_error=True)
     serve.start(http_options={"host": args.host, "port": args.port})
-    serve.run(application(settings, args.replicas, autoscaling), route_prefix="/", blocking=False)
+    serve.run(application(settings, args.replicas, autoscaling, routing=args.routing), route_prefix="/", blocking=False)
     count = f"{args.replicas}-{args.max_replicas}" if autoscaling else str(args.replicas)
-    print(f"serving on http://{args.host}:{args.port}/v1 with {count} replicas (Ray Serve; 503 until loaded)", flush=True)
+    print(f"serving on http://{args.host}:{args.port}/v1 with {count} replicas (Ray Serve, {args.routing} routing; 503 until loaded)", flush=True)
     try:
         while True:
             time.sleep(1)

@@ -1,11 +1,21 @@
 """``specvideo serve --replicas N``: N engine replicas behind one HTTP entry, on Ray Serve.
 
-Each replica is a Ray Serve deployment replica (its own process) that builds the very app a single
-server runs (``create_app`` over its own ``Engine``, the model loaded in a thread behind it), through
-``serve.ingress``'s builder, so every route, streaming included, is the same. Serve's proxy is the
-one HTTP entry and balances requests over the replicas; Serve calls ``check_health`` every few
-seconds and restarts a replica whose worker died or whose model failed to load. ``autoscaling``
-(min / max replicas, target ongoing requests) replaces the fixed count.
+Two deployments. ``specvideo``: N engine replicas, each its own process running the very app a
+single server runs (``create_app`` over its own ``Engine``, the model loaded in a thread behind
+it). ``entry``: the one HTTP ingress; it reads each request's body, keys it by the text leading its
+prompt (``forwarding.prefix_key``) and forwards it through a streaming ``DeploymentHandle`` call, so
+Serve's request router sees the key: ``routing="prefix"`` (``routing.PrefixRouter``) sends prompts
+that start alike to the same replica and its warm prompt cache, ``"load"`` keeps Serve's default
+(the less loaded of two random replicas). The replica runs the request through its app in process
+(``forwarding.asgi_stream``) and streams the bytes back as they are written: every route, streaming
+included, is the single server's.
+
+Nothing is lost across replicas: a replica that dies before any byte of its answer went out is
+retried on another (generation is a pure function of the request, so the answer is the same);
+one that dies mid-stream ends the stream with an error event in the route's format; Serve calls
+``check_health`` every few seconds and restarts a replica whose worker died or whose model failed
+to load. Past the replicas' queues the entry answers 429. ``autoscaling`` (min / max replicas,
+target ongoing requests) replaces the fixed count.
 """
 
 from __future__ import annotations
@@ -15,12 +25,9 @@ from dataclasses import asdict
 
 from specvideo.serve.settings import ServeSettings, load_generator
 
-_ENGINE = None  # this replica process's engine (each replica is a process of its own)
-
-
 def build_app(settings: ServeSettings):
-    """The replica's ASGI app: an engine that loads the model in a thread, and ``create_app`` over it."""
-    global _ENGINE
+    """(engine, ASGI app) of one replica: an engine that loads the model in a thread, and
+    ``create_app`` over it."""
     import torch
 
     from specvideo.serve import Engine, create_app
@@ -30,9 +37,8 @@ def build_app(settings: ServeSettings):
         None, settings.served_name, max_queue=settings.max_queue, max_batch=settings.max_batch,
         max_tokens=settings.max_tokens, prompt_cache_bytes=settings.prompt_cache_mb << 20,
     )
-    _ENGINE = engine
     threading.Thread(target=_load, args=(engine, settings), name="specvideo-load", daemon=True).start()
-    return create_app(engine, settings.api_key)
+    return engine, create_app(engine, settings.api_key)
 
 
 def _load(engine, settings: ServeSettings) -> None:
@@ -47,11 +53,25 @@ def _load(engine, settings: ServeSettings) -> None:
 
 
 class Replica:
-    """The deployment's class: Serve's health check reads the replica's engine."""
+    """The engine deployment's class: its own engine and app, which the entry forwards to."""
+
+    def __init__(self, settings: ServeSettings):
+        self.engine, self.app = build_app(settings)
+
+    async def forward(self, key: str | None, method: str, path: str, query: str, headers: list, body: bytes):
+        """The response to one request, streamed: its start ({"status", "headers"}), then its body
+        chunks. ``key`` is the router's (``routing.PrefixRouter``); the app never reads it."""
+        from specvideo.serve.forwarding import asgi_stream
+
+        async for item in asgi_stream(self.app, method, path, query, headers, body):
+            yield item
 
     def check_health(self) -> None:
-        if _ENGINE is not None and _ENGINE.state == "failed":
-            raise RuntimeError(f"the replica cannot generate: {_ENGINE.error or 'its worker thread stopped'}")
+        if self.engine.state == "failed":
+            raise RuntimeError(f"the replica cannot generate: {self.engine.error or 'its worker thread stopped'}")
+
+
+ROUTINGS = ("prefix", "load")
 
 
 def application(
@@ -59,22 +79,41 @@ def application(
     replicas: int = 2,
     autoscaling: dict | None = None,
     health_check_period_s: float = 5.0,
+    routing: str = "prefix",
 ):
-    """The Serve application: ``replicas`` replicas (or ``autoscaling``: Serve's autoscaling_config,
-    e.g. {"min_replicas": 1, "max_replicas": 4, "target_ongoing_requests": 2})."""
+    """The Serve application: the entry over ``replicas`` engine replicas (or ``autoscaling``:
+    Serve's autoscaling_config, e.g. {"min_replicas": 1, "max_replicas": 4,
+    "target_ongoing_requests": 2}), routed by prompt prefix or by load alone."""
     from ray import serve
+    from ray.serve.config import RequestRouterConfig
 
-    ingress = serve.ingress(lambda: build_app(settings))(Replica)
+    from specvideo.serve.entry import Entry, entry_app
+
+    if routing not in ROUTINGS:
+        raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
+    most = autoscaling["max_replicas"] if autoscaling else replicas
     options = {"autoscaling_config": autoscaling} if autoscaling else {"num_replicas": replicas}
-    deployment = serve.deployment(
-        ingress,
+    if routing == "prefix":
+        options["request_router_config"] = RequestRouterConfig(
+            request_router_class="specvideo.serve.routing:PrefixRouter",
+            request_router_kwargs={"imbalance": settings.max_batch},
+        )
+    engines = serve.deployment(
+        Replica,
         name="specvideo",
-        max_ongoing_requests=settings.max_queue + settings.max_batch,
+        max_ongoing_requests=settings.max_queue + settings.max_batch,  # what one engine holds
+        max_queued_requests=settings.max_queue * most,  # past it the entry answers 429
         health_check_period_s=health_check_period_s,
         ray_actor_options={"num_cpus": settings.threads},
         **options,
     )
-    return deployment.bind()
+    entry = serve.deployment(
+        serve.ingress(entry_app)(Entry),
+        name="entry",
+        max_ongoing_requests=(settings.max_queue * 2 + settings.max_batch) * most,
+        ray_actor_options={"num_cpus": 0},
+    )
+    return entry.bind(engines.bind(settings))
 
 
 def app_builder(args: dict):
@@ -87,7 +126,11 @@ def app_builder(args: dict):
         values["exact"] = str(values["exact"]).lower() in ("1", "true", "yes")
     if values.get("packed", "auto") not in ("auto", "on", "off"):
         raise ValueError(f"packed must be auto, on or off, got {values['packed']!r}")
-    unknown = sorted(set(args) - known - {"replicas", "autoscaling"})
+    extra = {"replicas", "autoscaling", "routing"}
+    unknown = sorted(set(args) - known - extra)
     if unknown:
-        raise ValueError(f"unknown settings {unknown}; known: {sorted(known | {'replicas', 'autoscaling'})}")
-    return application(ServeSettings(**values), int(args.get("replicas", 2)), args.get("autoscaling"))
+        raise ValueError(f"unknown settings {unknown}; known: {sorted(known | extra)}")
+    return application(
+        ServeSettings(**values), int(args.get("replicas", 2)), args.get("autoscaling"),
+        routing=args.get("routing", "prefix"),
+    )

@@ -1,11 +1,13 @@
 """`specvideo serve --replicas`: two engine replicas of the tiny stdlib model on a local Ray Serve,
 behind one HTTP entry: the same routes and answers on every replica, streaming included, metrics
-per replica, and a killed replica replaced by Serve while the other keeps answering. Skipped without
-Ray Serve (pip install -e ".[ray]")."""
+per replica, prompts that start alike on one replica and its prompt cache, a replica killed
+mid-stream ending its stream with an error and its unanswered requests retried on the other, and
+Serve replacing it. Skipped without Ray Serve (pip install -e ".[ray]")."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -27,6 +29,12 @@ def post(url: str, body: dict) -> tuple[int, str]:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode()
+
+
+def replica_actors() -> dict[str, str]:
+    """{replica id: actor name} of the engine deployment's live replicas."""
+    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if "SERVE_REPLICA" in a["name"]]
+    return {n.rsplit("#", 1)[-1]: n for n in names if "#specvideo#" in n}
 
 
 def running(app: str = "default") -> int:
@@ -80,23 +88,70 @@ def test_every_replica_gives_the_same_answer_streamed_or_not(entry):
         assert b"specvideo_requests_total" in r.read()
 
 
-def test_a_killed_replica_is_replaced_and_the_other_keeps_answering(entry):
-    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if "SERVE_REPLICA" in a["name"]]
-    assert len(names) == 2
-    ray.kill(ray.get_actor(names[0], namespace="serve"), no_restart=True)
+FILE = "".join(f"def scale_{i}(values, factor):\n    return [v * factor + {i} for v in values]\n\n" for i in range(15))  # 1,100 characters, 390 tokens
+
+
+def llama_completion(url: str, prompt: str, n: int, stream: bool = False) -> tuple[int, str]:
+    return post(url + "/completion", {"prompt": prompt, "n_predict": n, "temperature": 0, "stream": stream})
+
+
+def test_prompts_that_start_alike_go_to_one_replica_and_its_cache(entry):
+    cached = []
+    for i in range(5):  # an editor typing into one file: each request the file so far
+        code, raw = llama_completion(entry, FILE + f"def typed_{i}(", 4)
+        assert code == 200
+        cached.append(json.loads(raw)["tokens_cached"])
+    assert cached[0] == 0 or cached[0] > 0  # the first may find a cache warmed by an earlier test
+    assert all(c > 200 for c in cached[1:]), cached  # every later one reuses the file's prefill
+
+
+def serving(key: str) -> str:
+    """The actor name of the replica the prefix router prefers for ``key``."""
+    from specvideo.serve.routing import rank
+
+    actors = replica_actors()
+    return actors[rank(key, list(actors))[0]]
+
+
+def test_a_replica_killed_mid_stream_ends_its_stream_and_its_unanswered_requests_move(entry):
+    from specvideo.serve.forwarding import prefix_key
+
+    prompt = "def long_one(values):\n"  # room for 480 tokens: a stream long enough to be cut
+    reference = json.loads(llama_completion(entry, prompt, 160)[1])["content"]
+    key = prefix_key("/completion", json.dumps({"prompt": prompt}).encode())
+    victim = serving(key)
+    waiting: list = []
+    req = urllib.request.Request(
+        entry + "/completion", json.dumps({"prompt": prompt, "n_predict": 400, "temperature": 0, "stream": True}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as stream:
+        assert stream.readline().startswith(b"data: ")  # a token went out: this one cannot be retried
+        later = threading.Thread(target=lambda: waiting.append(llama_completion(entry, prompt, 160)))
+        later.start()  # queued behind the stream on the same replica: nothing of it went out yet
+        time.sleep(0.3)
+        ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
+        rest = stream.read().decode()  # ends, does not hang
+    events = [json.loads(line[6:]) for line in rest.splitlines() if line.startswith("data: {")]
+    assert "died mid-stream" in events[-1]["error"]["message"] and events[-1]["error"]["code"] == 503
+    later.join(timeout=60)
+    assert waiting and waiting[0][0] == 200 and json.loads(waiting[0][1])["content"] == reference
     codes = [completion(entry)[0] for _ in range(4)]
-    assert codes.count(200) >= 3 and set(codes) <= {200, 500, 503}  # at most the one on its way to the dead replica
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and running() < 2:
+    assert codes == [200] * 4  # the other replica answers meanwhile
+    deadline = time.monotonic() + 90  # Serve replaces the dead replica (a new actor)
+    replaced = lambda: victim not in replica_actors().values() and len(replica_actors()) == 2 and running() == 2  # noqa: E731
+    while time.monotonic() < deadline and not replaced():
         time.sleep(1)
-    assert running() == 2
+    assert replaced()
     assert completion(entry)[0] == 200
 
 
 def test_serve_run_builder_reads_its_settings_and_names_unknown_ones():
     from specvideo.serve.replicas import app_builder
 
-    assert isinstance(app_builder({"model": MODEL, "replicas": "3", "threads": "1"}), serve.Application)
+    assert isinstance(app_builder({"model": MODEL, "replicas": "3", "threads": "1", "routing": "load"}), serve.Application)
+    with pytest.raises(ValueError, match="routing must be one of"):
+        app_builder({"model": MODEL, "routing": "hash"})
     with pytest.raises(ValueError, match="unknown settings \\['modle'\\]"):
         app_builder({"modle": MODEL})
     with pytest.raises(ValueError, match="packed must be auto, on or off"):
