@@ -37,6 +37,17 @@ def add(kinds) -> None:
         help="replay an editor session instead: a real file typed in --edits steps, one streamed /infill each, "
         "without and with the prompt cache (section 'Editor replay')",
     )
+    b.add_argument(
+        "--team",
+        action="store_true",
+        help="replay a team's editors instead: --files files typed in turn, --edits edits each, one request at a time, "
+        "for the prompt cache's hit rate (section 'Team editor replay: LABEL'; run once per --routing of the server)",
+    )
+    b.add_argument("--files", type=int, default=8, help="team replay: files typed in turn")
+    b.add_argument(
+        "--route", choices=("completion", "infill"), default="completion",
+        help="team replay: /completion (the text before the cursor) or /infill (FIM models)",
+    )
     b.add_argument("--file", help="the file typed in the replay (default: the standard library's textwrap.py)")
     b.add_argument("--context-tokens", type=int, default=2000, help="replay: about this many tokens of context")
     b.add_argument("--edits", type=int, default=20)
@@ -68,6 +79,31 @@ def run_editor(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_team(args: argparse.Namespace) -> int:
+    from benchmarks.report import atomic_write, command_block, replace_section
+    from benchmarks.serve_team import TeamReplayConfig, run_team_replay, to_markdown
+
+    if args.context_tokens < 16 or args.edits < 1 or args.n_predict < 1:
+        raise ValueError("--context-tokens must be >= 16, --edits and --n-predict >= 1")
+    root = args.url.rstrip("/").removesuffix("/v1")
+    config = TeamReplayConfig(root, args.files, args.edits, args.context_tokens, args.n_predict, args.route, args.api_key)
+    replay = run_team_replay(config)
+    label = args.label or "this server"
+    argv = ["specvideo", "bench", "serve", "--team", "--url", root, "--files", str(args.files), "--edits", str(args.edits)]
+    argv += ["--context-tokens", str(args.context_tokens), "--n-predict", str(args.n_predict), "--route", args.route]
+    argv += ["--label", args.label] if args.label else []
+    print(json.dumps({**replay.summary(), "detail": [asdict(r) for r in replay.requests]}) if args.json else to_markdown(replay, label))
+    if not args.no_report:
+        from pathlib import Path
+
+        path, section = Path(args.report), f"## Team editor replay: {label}"
+        text = "\n".join([*command_block(section, shlex.join(argv)), to_markdown(replay, label), ""])
+        old = path.read_text(encoding="utf-8") if path.exists() else "# Scaling\n"
+        atomic_write(path, lambda f: f.write(replace_section(old, section, text)))
+        print(f"\nreport written to {path}", file=sys.stderr)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from benchmarks.serve import (
         BenchServeConfig,
@@ -79,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.editor:
         return run_editor(args)
+    if args.team:
+        return run_team(args)
     if not args.concurrency or min(args.concurrency) < 1 or not args.max_tokens or min(args.max_tokens) < 1 or args.repeats < 1:
         raise ValueError("--concurrency values, --max-tokens and --repeats must be >= 1")
     if args.flood < 0:

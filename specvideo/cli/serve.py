@@ -181,6 +181,12 @@ def run_replicas(args: argparse.Namespace) -> int:
             "min_replicas": args.replicas, "max_replicas": args.max_replicas,
             "target_ongoing_requests": args.target_ongoing_requests,
         }
+    import signal
+
+    def interrupt(signum, frame):  # a service manager's SIGTERM shuts Serve down as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
     ray.init(include_dashboard=False, ignore_reinit_error=True)
     serve.start(http_options={"host": args.host, "port": args.port})
     serve.run(application(settings, args.replicas, autoscaling, routing=args.routing), route_prefix="/", blocking=False)

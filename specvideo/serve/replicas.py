@@ -1,7 +1,7 @@
 """``specvideo serve --replicas N``: N engine replicas behind one HTTP entry, on Ray Serve.
 
 Two deployments. ``specvideo``: N engine replicas, each its own process running the very app a
-single server runs (``create_app`` over its own ``Engine``, the model loaded in a thread behind
+single server runs (``create_app`` over its own ``Engine``; the model loads before Serve routes to
 it). ``entry``: the one HTTP ingress; it reads each request's body, keys it by the text leading its
 prompt (``forwarding.prefix_key``) and forwards it through a streaming ``DeploymentHandle`` call, so
 Serve's request router sees the key: ``routing="prefix"`` (``routing.PrefixRouter``) sends prompts
@@ -20,43 +20,29 @@ target ongoing requests) replaces the fixed count.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import asdict
 
 from specvideo.serve.settings import ServeSettings, load_generator
 
-def build_app(settings: ServeSettings):
-    """(engine, ASGI app) of one replica: an engine that loads the model in a thread, and
-    ``create_app`` over it."""
-    import torch
-
-    from specvideo.serve import Engine, create_app
-
-    torch.set_num_threads(settings.threads)
-    engine = Engine(
-        None, settings.served_name, max_queue=settings.max_queue, max_batch=settings.max_batch,
-        max_tokens=settings.max_tokens, prompt_cache_bytes=settings.prompt_cache_mb << 20,
-    )
-    threading.Thread(target=_load, args=(engine, settings), name="specvideo-load", daemon=True).start()
-    return engine, create_app(engine, settings.api_key)
-
-
-def _load(engine, settings: ServeSettings) -> None:
-    from specvideo.errors import first_line
-
-    try:
-        gen = load_generator(settings)
-    except Exception as err:  # noqa: BLE001 - the replica answers 503 and fails its health check
-        engine.fail(first_line(err))
-        return
-    engine.attach(gen)
-
 
 class Replica:
-    """The engine deployment's class: its own engine and app, which the entry forwards to."""
+    """The engine deployment's class: its own engine and app, which the entry forwards to. The
+    model loads in the constructor: Serve routes to a replica only once that returns, so a new or
+    restarted replica never answers "loading"; a model that fails to load fails the replica's start,
+    with its error in ``serve status``."""
 
     def __init__(self, settings: ServeSettings):
-        self.engine, self.app = build_app(settings)
+        import torch
+
+        from specvideo.serve import Engine, create_app
+
+        torch.set_num_threads(settings.threads)
+        self.engine = Engine(
+            None, settings.served_name, max_queue=settings.max_queue, max_batch=settings.max_batch,
+            max_tokens=settings.max_tokens, prompt_cache_bytes=settings.prompt_cache_mb << 20,
+        )
+        self.engine.attach(load_generator(settings))
+        self.app = create_app(self.engine, settings.api_key)
 
     async def forward(self, key: str | None, method: str, path: str, query: str, headers: list, body: bytes):
         """The response to one request, streamed: its start ({"status", "headers"}), then its body

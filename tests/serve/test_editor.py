@@ -178,3 +178,20 @@ def test_bench_serve_replays_an_editor_session_without_and_with_the_cache(server
     warm = [s for s in out["strokes"] if s["cache"]]
     assert all(c["prompt_tokens"] == w["prompt_tokens"] for c, w in zip(cold, warm))
     assert "## Editor replay" in report.read_text() and "textwrap.py" in report.read_text()
+
+
+def test_bench_serve_replays_a_teams_files_in_turn_and_counts_cache_hits(server, tmp_path, capsys):
+    from specvideo.cli import main
+
+    report = tmp_path / "SCALING.md"
+    argv = ["bench", "serve", "--team", "--url", server.url, "--api-key", KEY, "--files", "2", "--edits", "3"]
+    argv += ["--context-tokens", "40", "--n-predict", "4", "--route", "infill", "--label", "one server"]
+    assert main([*argv, "--report", str(report), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["answered"] == out["requests"] == 6 and out["failed"] == 0
+    assert [r["file"] for r in out["detail"][:2]] == ["textwrap.py", "difflib.py"]  # in turn
+    assert all(r["cached_tokens"] > 50 for r in out["detail"][2:])  # each file's later edits reuse its earlier
+    assert out["hits"] >= 3 and 0 < out["token_hit_rate"] < 1
+    assert "## Team editor replay: one server" in report.read_text()
+    assert main([*argv[:-2], "--files", "9", "--no-report"]) != 0  # past the list of files
+    assert "--files must be in 1..8" in capsys.readouterr().err

@@ -75,3 +75,11 @@ def test_entries_past_the_bound_leave_least_recent_first():
     assert cached.prompt_cache.nbytes <= 2 * one
     with pytest.raises(ValueError, match="max_bytes"):
         PromptCache(-1)
+
+
+def test_a_prompt_typed_further_replaces_its_shorter_entry():
+    _, cached = pair("float32")
+    prompt, other = random_prompts(2, 64, seed=8, min_len=20, max_len=20)
+    for ids in (prompt, other, prompt + [5, 6], prompt + [5, 6, 7]):
+        cached.generate(ids, max_new_tokens=2)
+    assert list(cached.prompt_cache.entries) == [tuple(other), tuple(prompt + [5, 6, 7])]

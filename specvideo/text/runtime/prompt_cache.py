@@ -6,7 +6,9 @@ prompt's slots (and its final hidden states when the state keeps them, which a d
 ``restore`` finds the stored prompt with the longest common token prefix and copies that many
 slots into a fresh state, which then feeds only the rest; at least the prompt's last token is
 always fed. Snapshots are copies, so speculation's rollback in a later run never touches them.
-Least recently used entries leave first once their bytes pass ``max_bytes``.
+Least recently used entries leave first once their bytes pass ``max_bytes``; an entry whose prompt
+is the start of a newly stored one leaves at once (an editor typing at the end of a file keeps one
+entry, not one per keystroke).
 
 Exactness: an invariant target (LeanLlama(invariant=True), bf16) prefills in chunks that end at
 multiples of ``invariant.PREFILL_CHUNK`` slots and a restore takes whole chunks only, so the rest is
@@ -59,7 +61,8 @@ class PromptCache:
             entry.hidden = state.hidden[:, : len(key)].clone()
         if entry.nbytes > self.max_bytes:
             return
-        self.entries.pop(key, None)
+        for ids in [k for k, e in self.entries.items() if k == key[: len(k)] and (entry.hidden is not None or e.hidden is None)]:
+            del self.entries[ids]  # a prefix of the new prompt: the new entry restores all it could
         self.entries[key] = entry
         while self.nbytes > self.max_bytes:
             self.entries.popitem(last=False)

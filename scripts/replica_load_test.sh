@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The replicas' load test: a local Ray cluster, 2 replicas of the default model (smollm2) with one
+# thread each, loopback only, bounded in requests and time. Run it alone on the machine.
+#   1. Load and a killed replica: `specvideo bench serve` (waves of 1, 2, 4, 8 streaming chat
+#      clients, then a flood of FLOOD requests at once) while one replica is killed KILL_AFTER s in:
+#      every request must be answered, refused with 429 or ended with a clear error.
+#   2. Prefix routing against Serve's load routing: the team editor replay (8 files typed in turn)
+#      once per routing, with each replica's prompt cache sized by rule to hold its share of the
+#      files (files / replicas prompts of the largest edit) and once more per routing with the
+#      default 512 MB (room for every file on every replica).
+# Usage: scripts/replica_load_test.sh [REPORT]   (default docs/SCALING.md)
+set -euo pipefail
+REPORT=${1:-docs/SCALING.md}
+PORT=${PORT:-8071}
+FLOOD=${FLOOD:-100}
+KILL_AFTER=${KILL_AFTER:-25}
+OUT=runs/replicas
+mkdir -p "$OUT"
+URL=http://127.0.0.1:$PORT
+
+start() {  # $@: extra serve flags
+  specvideo serve --replicas 2 --replica-threads 1 --port "$PORT" "$@" >"$OUT/server.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 300); do
+    curl -sf "$URL/health" >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  echo "the server did not become healthy" >&2; cat "$OUT/server.log" >&2; exit 1
+}
+stop() { kill -TERM "$SERVER"; wait "$SERVER" || true; }  # SIGINT is ignored by background jobs
+
+kill_one_replica() {  # a SIGKILL-like end of one engine replica's process, through Ray
+  python - <<'PY'
+import ray
+ray.init(address="auto", log_to_driver=False, logging_level="ERROR")
+names = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if "#specvideo#" in a["name"])
+ray.kill(ray.get_actor(names[0], namespace="serve"), no_restart=True)
+print("killed", names[0], flush=True)
+PY
+}
+
+# 1. load and a killed replica
+start --routing prefix
+(sleep "$KILL_AFTER"; kill_one_replica) >"$OUT/kill.log" 2>&1 &
+KILLER=$!
+specvideo bench serve --url "$URL/v1" --concurrency 1,2,4,8 --repeats 2 --max-tokens 16,32,64 \
+  --flood "$FLOOD" --label "2 replicas on Ray Serve, one killed ${KILL_AFTER} s in" --report "$REPORT" | tee "$OUT/load.md"
+wait "$KILLER"; cat "$OUT/kill.log"
+grep -c "replica lost" "$OUT/server.log" || true
+stop
+
+# 2. the team editor replay, prefix against load routing
+SHARE_MB=$(python - <<'PY'
+import math
+from benchmarks.serve_team import TeamReplayConfig, team_steps
+from specvideo.serve.settings import ServeSettings, load_generator
+gen = load_generator(ServeSettings())
+config = TeamReplayConfig()
+steps = team_steps(config)
+largest = max(len(gen.tokenizer(prefix)["input_ids"]) for per in steps.values() for prefix, _ in per)
+c, p = gen.target.config, next(gen.target.parameters())
+head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+per_token = 2 * c.num_hidden_layers * c.num_key_value_heads * head_dim * p.element_size()
+print(math.ceil(config.files / 2 * largest * per_token / 2**20))
+PY
+)
+echo "prompt cache per replica by rule: $SHARE_MB MB"
+for cache in "$SHARE_MB" 512; do
+  for routing in prefix load; do
+    start --routing "$routing" --prompt-cache-mb "$cache"
+    specvideo bench serve --team --url "$URL" --label "$routing routing, ${cache} MB prompt cache per replica" \
+      --report "$REPORT" | tee "$OUT/team-$routing-$cache.md"
+    stop
+  done
+done
