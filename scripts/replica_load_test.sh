@@ -8,9 +8,11 @@
 #      once per routing, with each replica's prompt cache sized by rule to hold its share of the
 #      files (files / replicas prompts of the largest edit) and once more per routing with the
 #      default 512 MB (room for every file on every replica).
-# Usage: scripts/replica_load_test.sh [REPORT]   (default docs/SCALING.md)
+# Usage: scripts/replica_load_test.sh [REPORT]   (default docs/SCALING.md; PARTS="load team" picks parts)
 set -euo pipefail
 REPORT=${1:-docs/SCALING.md}
+PARTS=${PARTS:-load team}
+TEAM=(--files 8 --edits 6 --context-tokens 1000 --n-predict 16)  # fixed before any run
 PORT=${PORT:-8071}
 FLOOD=${FLOOD:-100}
 KILL_AFTER=${KILL_AFTER:-25}
@@ -40,6 +42,7 @@ PY
 }
 
 # 1. load and a killed replica
+if [[ " $PARTS " == *" load "* ]]; then
 start --routing prefix
 (sleep "$KILL_AFTER"; kill_one_replica) >"$OUT/kill.log" 2>&1 &
 KILLER=$!
@@ -48,27 +51,30 @@ specvideo bench serve --url "$URL/v1" --concurrency 1,2,4,8 --repeats 2 --max-to
 wait "$KILLER"; cat "$OUT/kill.log"
 grep -c "replica lost" "$OUT/server.log" || true
 stop
+fi
+[[ " $PARTS " == *" team "* ]] || exit 0
 
 # 2. the team editor replay, prefix against load routing
 SHARE_MB=$(python - <<'PY'
 import math
 from benchmarks.serve_team import TeamReplayConfig, team_steps
 from specvideo.serve.settings import ServeSettings, load_generator
+from specvideo.text.runtime.prompt_cache import PromptCache
 gen = load_generator(ServeSettings())
-config = TeamReplayConfig()
-steps = team_steps(config)
-largest = max(len(gen.tokenizer(prefix)["input_ids"]) for per in steps.values() for prefix, _ in per)
-c, p = gen.target.config, next(gen.target.parameters())
-head_dim = getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
-per_token = 2 * c.num_hidden_layers * c.num_key_value_heads * head_dim * p.element_size()
-print(math.ceil(config.files / 2 * largest * per_token / 2**20))
+config = TeamReplayConfig(files=8, edits=6, context_tokens=1000)  # as TEAM above
+prompts = [gen.tokenizer(prefix)["input_ids"] for per in team_steps(config).values() for prefix, _ in per]
+gen.prompt_cache = PromptCache(1 << 30)  # the bytes one cached token takes, as the server stores it
+gen.generate(prompts[0], max_new_tokens=1)
+entry = next(iter(gen.prompt_cache.entries.values()))
+per_token = entry.nbytes / len(entry.ids)
+print(math.ceil(config.files / 2 * max(map(len, prompts)) * per_token / 2**20))
 PY
 )
 echo "prompt cache per replica by rule: $SHARE_MB MB"
 for cache in "$SHARE_MB" 512; do
   for routing in prefix load; do
     start --routing "$routing" --prompt-cache-mb "$cache"
-    specvideo bench serve --team --url "$URL" --label "$routing routing, ${cache} MB prompt cache per replica" \
+    specvideo bench serve --team "${TEAM[@]}" --url "$URL" --label "$routing routing, ${cache} MB prompt cache per replica" \
       --report "$REPORT" | tee "$OUT/team-$routing-$cache.md"
     stop
   done

@@ -47,9 +47,14 @@ class Replica:
     async def forward(self, key: str | None, method: str, path: str, query: str, headers: list, body: bytes):
         """The response to one request, streamed: its start ({"status", "headers"}), then its body
         chunks. ``key`` is the router's (``routing.PrefixRouter``); the app never reads it."""
+        from ray import serve
+
         from specvideo.serve.forwarding import asgi_stream
 
+        replica = serve.get_replica_context().replica_id.unique_id
         async for item in asgi_stream(self.app, method, path, query, headers, body):
+            if isinstance(item, dict):  # the start: say which replica answers
+                item["headers"].append(("x-specvideo-replica", replica))
             yield item
 
     def check_health(self) -> None:

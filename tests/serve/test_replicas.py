@@ -105,21 +105,25 @@ def test_prompts_that_start_alike_go_to_one_replica_and_its_cache(entry):
     assert all(c > 200 for c in cached[1:]), cached  # every later one reuses the file's prefill
 
 
-def serving(key: str) -> str:
-    """The actor name of the replica the prefix router prefers for ``key``."""
-    from specvideo.serve.routing import rank
+def test_new_prefixes_are_spread_evenly_and_known_ones_stay_home():
+    from specvideo.serve.routing import place, rank
 
-    actors = replica_actors()
-    return actors[rank(key, list(actors))[0]]
+    homes: dict[str, str] = {}
+    for i in range(8):
+        homes[f"file{i}"] = place(f"file{i}", ["a", "b"], homes)
+    assert sorted(homes.values()) == ["a"] * 4 + ["b"] * 4  # bounded loads: 4 and 4, not 6 and 2
+    assert homes["file0"] == rank("file0", ["a", "b"])[0]  # the first key: its rendezvous favourite
+    assert place("new", ["a", "c"], homes) == "c"  # a replica that joined has no homes yet
 
 
 def test_a_replica_killed_mid_stream_ends_its_stream_and_its_unanswered_requests_move(entry):
-    from specvideo.serve.forwarding import prefix_key
-
     prompt = "def long_one(values):\n"  # room for 480 tokens: a stream long enough to be cut
-    reference = json.loads(llama_completion(entry, prompt, 160)[1])["content"]
-    key = prefix_key("/completion", json.dumps({"prompt": prompt}).encode())
-    victim = serving(key)
+    req = urllib.request.Request(
+        entry + "/completion", json.dumps({"prompt": prompt, "n_predict": 160, "temperature": 0}).encode(),
+        {"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:  # the prompt's home replica answers it
+        reference, victim = json.loads(r.read())["content"], replica_actors()[r.headers["x-specvideo-replica"]]
     waiting: list = []
     req = urllib.request.Request(
         entry + "/completion", json.dumps({"prompt": prompt, "n_predict": 400, "temperature": 0, "stream": True}).encode(),
