@@ -80,6 +80,9 @@ def test_entries_past_the_bound_leave_least_recent_first():
 def test_a_prompt_typed_further_replaces_its_shorter_entry():
     _, cached = pair("float32")
     prompt, other = random_prompts(2, 64, seed=8, min_len=20, max_len=20)
-    for ids in (prompt, other, prompt + [5, 6], prompt + [5, 6, 7]):
+    retyped = prompt + [5, 6 ^ 1, 7]  # the last token merged with what was typed next
+    for ids in (prompt, other, prompt + [5, 6], retyped):
         cached.generate(ids, max_new_tokens=2)
-    assert list(cached.prompt_cache.entries) == [tuple(other), tuple(prompt + [5, 6, 7])]
+    assert list(cached.prompt_cache.entries) == [tuple(other), tuple(retyped)]
+    cached.generate(retyped[:-3] + [1] * 3, max_new_tokens=2)  # differs in its last 3 of 23: both kept
+    assert len(cached.prompt_cache.entries) == 3

@@ -6,9 +6,9 @@ prompt's slots (and its final hidden states when the state keeps them, which a d
 ``restore`` finds the stored prompt with the longest common token prefix and copies that many
 slots into a fresh state, which then feeds only the rest; at least the prompt's last token is
 always fed. Snapshots are copies, so speculation's rollback in a later run never touches them.
-Least recently used entries leave first once their bytes pass ``max_bytes``; an entry whose prompt
-is the start of a newly stored one leaves at once (an editor typing at the end of a file keeps one
-entry, not one per keystroke).
+Least recently used entries leave first once their bytes pass ``max_bytes``; an entry whose prompt,
+but for its last ``SLACK`` tokens, starts a newly stored one leaves at once (an editor typing at
+the end of a file keeps one entry, not one per keystroke).
 
 Exactness: an invariant target (LeanLlama(invariant=True), bf16) prefills in chunks that end at
 multiples of ``invariant.PREFILL_CHUNK`` slots and a restore takes whole chunks only, so the rest is
@@ -40,6 +40,9 @@ class PrefixKV:
         return sum(t.numel() * t.element_size() for t in tensors)
 
 
+SLACK = 2  # tokens at the end of an entry a newer entry may differ in and still supersede it
+
+
 class PromptCache:
     def __init__(self, max_bytes: int = 512 << 20):
         if max_bytes < 0:
@@ -61,11 +64,20 @@ class PromptCache:
             entry.hidden = state.hidden[:, : len(key)].clone()
         if entry.nbytes > self.max_bytes:
             return
-        for ids in [k for k, e in self.entries.items() if k == key[: len(k)] and (entry.hidden is not None or e.hidden is None)]:
-            del self.entries[ids]  # a prefix of the new prompt: the new entry restores all it could
+        for ids in [k for k, e in self.entries.items() if self._superseded(k, e, entry)]:
+            del self.entries[ids]
         self.entries[key] = entry
         while self.nbytes > self.max_bytes:
             self.entries.popitem(last=False)
+
+    @staticmethod
+    def _superseded(ids: tuple[int, ...], old: PrefixKV, new: PrefixKV) -> bool:
+        """``old`` starts ``new`` but for at most its last ``SLACK`` tokens: for any later prompt
+        ``new`` restores all that ``old`` would, less at most those tokens (a tokenizer merges the
+        last token of a text with what is typed after it)."""
+        if new.hidden is None and old.hidden is not None:
+            return False
+        return len(ids) - SLACK <= _common_prefix(ids, list(new.ids))
 
     def restore(self, ids: list[int], state) -> int:
         """Copy the longest cached prefix of ``ids`` into a fresh batch-1 ``state`` (it must not
