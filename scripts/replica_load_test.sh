@@ -47,8 +47,14 @@ start --routing prefix
 (sleep "$KILL_AFTER"; kill_one_replica) >"$OUT/kill.log" 2>&1 &
 KILLER=$!
 specvideo bench serve --url "$URL/v1" --concurrency 1,2,4,8 --repeats 2 --max-tokens 16,32,64 \
-  --flood "$FLOOD" --label "2 replicas on Ray Serve, one killed ${KILL_AFTER} s in" --report "$REPORT" | tee "$OUT/load.md"
+  --flood "$FLOOD" --label "2 replicas on Ray Serve, one killed ${KILL_AFTER} s in" --report "$REPORT" --json >"$OUT/load.json"
 wait "$KILLER"; cat "$OUT/kill.log"
+python - "$OUT/load.json" <<'PY'  # every request that did not get its answer, by what it was told
+import collections, json, sys
+for wave in json.load(open(sys.argv[1])):
+    told = collections.Counter((r["error"] or "")[:120] for r in wave["requests_detail"] if not r["ok"])
+    print(wave["concurrency"], {k: v for k, v in wave.items() if k != "requests_detail"}, dict(told))
+PY
 grep -c "replica lost" "$OUT/server.log" || true
 stop
 fi
@@ -63,7 +69,7 @@ from specvideo.text.runtime.prompt_cache import PromptCache
 gen = load_generator(ServeSettings())
 config = TeamReplayConfig(files=8, edits=6, context_tokens=1000)  # as TEAM above
 prompts = [gen.tokenizer(prefix)["input_ids"] for per in team_steps(config).values() for prefix, _ in per]
-gen.prompt_cache = PromptCache(1 << 30)  # the bytes one cached token takes, as the server stores it
+gen.prompt_cache = PromptCache(2**30)  # the bytes one cached token takes, as the server stores it
 gen.generate(prompts[0], max_new_tokens=1)
 entry = next(iter(gen.prompt_cache.entries.values()))
 per_token = entry.nbytes / len(entry.ids)

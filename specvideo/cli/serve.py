@@ -186,8 +186,8 @@ def run_replicas(args: argparse.Namespace) -> int:
     def interrupt(signum, frame):  # a service manager's SIGTERM shuts Serve down as Ctrl-C does
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, interrupt)
     ray.init(include_dashboard=False, ignore_reinit_error=True)
+    signal.signal(signal.SIGTERM, interrupt)  # after ray.init, which installs its own
     serve.start(http_options={"host": args.host, "port": args.port})
     serve.run(application(settings, args.replicas, autoscaling, routing=args.routing), route_prefix="/", blocking=False)
     count = f"{args.replicas}-{args.max_replicas}" if autoscaling else str(args.replicas)

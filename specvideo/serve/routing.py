@@ -6,8 +6,8 @@ prompt) as the first argument. A key seen recently goes back to its home replica
 the replica that is home to the fewest of the ``recent`` keys, the tie broken by rendezvous
 hashing (highest hash(key, replica)): consistent hashing with bounded loads (Mirrokni et al. 2018)
 at the tightest bound, because a replica given more than its share of a team's files thrashes its
-prompt cache (measured: plain rendezvous hashing put 6 of 8 files on one replica, whose cache held
-4, and 10 of 48 requests hit). A replica that dies takes its homes with it; its keys find new ones.
+prompt cache, sized for its share, under cyclic use (hashing alone splits 8 files 4 and 4 over two
+replicas only 27 % of the time). A replica that dies takes its homes with it; its keys find new ones.
 Queue length breaks the tie: when the home's known queue exceeds the least loaded replica's by
 ``imbalance`` or more, the least loaded one takes the request (its prompt starts cold there). A
 replica that refuses (its ``max_ongoing_requests`` reached) hands the request to the next in
