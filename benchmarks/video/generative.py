@@ -12,7 +12,12 @@ of every video. Aggregated per workload (``GenerativeScore``):
   counts) and the workload's true frames, per seed, pooled over clips: the mean and the seed-to-seed
   spread (min, max); the sharpness ratio (Laplacian energy over the truth's) the same way;
 - fidelity to the target: the same KID against the reference target's outputs of the same seed;
-- temporal consistency: the mean flow-warp error, beside the truth's.
+- temporal consistency: the mean flow-warp error, beside the truth's;
+- pretrained eyes (``specvideo.video.pretrained``, EfficientNet-Lite0 on ImageNet): KID x 1000
+  per frame and over consecutive frames (cells pooled over clips, per seed: mean and spread),
+  fidelity as the features' distance to the true frames (mean, and best of K per clip), and motion
+  as the Wasserstein distance between the flow magnitudes of output and truth (pooled over clips,
+  per seed).
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
+from specvideo.video import pretrained
 from specvideo.video.metrics import laplacian_energy, psnr, ssim
 from specvideo.video.realism import KIDConfig, kid_features, patch_features, standardise, warp_error
 
 KID = KIDConfig()
+CELLS = 256  # pretrained cells kept per video, per measure (a fixed draw)
 
 
 @dataclass
@@ -38,25 +46,43 @@ class SampleRecord:
     psnr_gt: float
     energy: float  # mean Laplacian energy of its frames
     warp: float
+    frame_cells: torch.Tensor | None = None  # (<= CELLS, 1280) float16 pretrained cells
+    time_cells: torch.Tensor | None = None  # (<= CELLS, 2560) float16, consecutive frames
+    fidelity: float = 0.0  # pretrained feature distance to the true frames
+    magnitudes: np.ndarray | None = None  # flow magnitudes between consecutive frames
+    maps: torch.Tensor | None = None  # the truth's full feature maps (truth records only)
 
 
 def record_sample(
-    frames: torch.Tensor, context: torch.Tensor, truth: torch.Tensor, patches: int
+    frames: torch.Tensor, context: torch.Tensor, truth: torch.Tensor, patches: int, truth_maps: torch.Tensor | None = None
 ) -> SampleRecord:
-    """frames, truth: (F, 3, H, W); context: (P, 3, H, W); ``patches``: features kept (fixed draw)."""
+    """frames, truth: (F, 3, H, W); context: (P, 3, H, W); ``patches``: features kept (fixed draw);
+    truth_maps: the truth's pretrained maps of (context's last frame + truth) (None: this is the truth)."""
     video = torch.cat([context[-1:], frames.float().cpu()])  # (F + 1, 3, H, W)
     feats = patch_features([video], KIDConfig(max_patches=patches))
+    maps = pretrained.feature_maps(video)  # (F + 1, h, w, 1280)
     return SampleRecord(
         features=feats.half(),
         ssim_gt=float(ssim(frames, truth, data_range=2.0).mean()),
         psnr_gt=float(psnr(frames, truth, data_range=2.0).mean()),
         energy=float(laplacian_energy(frames.float()).mean()),
         warp=warp_error(video),
+        frame_cells=_draw(pretrained.frame_cells(maps[1:])).half(),
+        time_cells=_draw(pretrained.time_cells(maps)).half(),
+        fidelity=0.0 if truth_maps is None else pretrained.fidelity(maps[1:], truth_maps[1:].float()),
+        magnitudes=pretrained.flow_magnitudes(video, max_samples=4000),
+        maps=maps.half() if truth_maps is None else None,
     )
 
 
 def truth_record(context: torch.Tensor, truth: torch.Tensor, patches: int) -> SampleRecord:
     return record_sample(truth, context, truth, patches)
+
+
+def _draw(cells: torch.Tensor) -> torch.Tensor:
+    if len(cells) <= CELLS:
+        return cells
+    return cells[torch.randperm(len(cells), generator=torch.Generator().manual_seed(0))[:CELLS]]
 
 
 @dataclass
@@ -77,6 +103,15 @@ class GenerativeScore:
     kid_target: float | None = None
     kid_target_spread: tuple[float, float] | None = None
     seeds_kid: list[float] = field(default_factory=list)
+    # pretrained eyes (EfficientNet-Lite0): realism per frame and over time, fidelity, motion
+    kid_frames: float = math.nan
+    kid_frames_spread: tuple[float, float] = (math.nan, math.nan)
+    kid_time: float = math.nan
+    kid_time_spread: tuple[float, float] = (math.nan, math.nan)
+    fidelity: float = math.nan
+    fidelity_best_of_k: float = math.nan
+    motion: float = math.nan
+    motion_spread: tuple[float, float] = (math.nan, math.nan)
 
 
 def score_generative(
@@ -105,11 +140,28 @@ def score_generative(
         warp_error_truth=statistics.fmean(t.warp for t in truths),
         seeds_kid=kid_truth,
     )
+    _pretrained(score, samples, truths)
     if target:
         kid_target = [_kid(_pool(seed), _pool(target[k % len(target)])) for k, seed in enumerate(samples)]
         score.kid_target = statistics.fmean(kid_target)
         score.kid_target_spread = (min(kid_target), max(kid_target))
     return score
+
+
+def _pretrained(score: GenerativeScore, samples: list[list[SampleRecord]], truths: list[SampleRecord]) -> None:
+    """The pretrained measures, per seed pooled over clips; fidelity's best of K per clip."""
+    if truths[0].frame_cells is None:
+        return
+    pool = lambda records, name: torch.cat([getattr(r, name).float() for r in records])  # noqa: E731
+    frames = [pretrained.kid_cells(pool(seed, "frame_cells"), pool(truths, "frame_cells")) for seed in samples]
+    times = [pretrained.kid_cells(pool(seed, "time_cells"), pool(truths, "time_cells")) for seed in samples]
+    truth_mags = np.concatenate([t.magnitudes for t in truths])
+    motion = [pretrained.motion_distance(np.concatenate([r.magnitudes for r in seed]), truth_mags) for seed in samples]
+    score.kid_frames, score.kid_frames_spread = statistics.fmean(frames), (min(frames), max(frames))
+    score.kid_time, score.kid_time_spread = statistics.fmean(times), (min(times), max(times))
+    score.fidelity = statistics.fmean(r.fidelity for seed in samples for r in seed)
+    score.fidelity_best_of_k = statistics.fmean(min(seed[c].fidelity for seed in samples) for c in range(len(truths)))
+    score.motion, score.motion_spread = statistics.fmean(motion), (min(motion), max(motion))
 
 
 def reference_steps_by_realism(kid_by_steps: dict[int, GenerativeScore]) -> int | None:

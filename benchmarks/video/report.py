@@ -16,6 +16,7 @@ from benchmarks.video.realism_report import (
     choose_default,
     format_sampler_targets,
     generative_table,
+    pretrained_table,
     realism_vs_steps,
 )
 from benchmarks.video.results import BenchVideoResults
@@ -236,6 +237,10 @@ def video_section(
             f"#### {WORKLOAD_TITLES.get(w, w)}",
             "",
             generative_table(results, w),
+            "",
+            "Judged with pretrained eyes (EfficientNet-Lite0 on ImageNet, `specvideo.video.pretrained`):",
+            "",
+            pretrained_table(results, w),
             "",
             realism_vs_steps(results, w),
             "",

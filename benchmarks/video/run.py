@@ -159,7 +159,8 @@ class _Run:
         samples = self.samples.setdefault((workload, method.name), [[] for _ in range(c.num_seeds)])
         for k in range(seeds):
             out = run_method(method, self.pipe, self.pipes, clip, c, _seed(c.seed, index, k), steps)
-            samples[k].append(record_sample(out.frames, clip.context, clip.truth, self.patches[workload]))
+            truth = self.truths[workload][len(samples[k])]  # this clip's (clips run in order)
+            samples[k].append(record_sample(out.frames, clip.context, clip.truth, self.patches[workload], truth.maps))
             if k == 0:
                 first = out
         for k in range(seeds, c.num_seeds):

@@ -236,6 +236,7 @@ def test_targets_json_and_report(results, tmp_path):
     assert (tmp_path / "video_realism.png").read_bytes().startswith(PNG_MAGIC)
     assert "![KID against seconds per frame](video_realism.png)" in written
     assert "| KID↔GT ×10³ [seeds] |" in written and "Targets of the sampler:" in written
+    assert "| method | realism per frame: KID ×10³ [seeds] |" in written  # the pretrained yardstick
     sampler = check_sampler_targets(results)
     assert {text for _, text, _, _ in sampler} >= {
         "reference N >= 4",
@@ -474,6 +475,9 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     assert target["ssim_best_of_k"] >= target["ssim_gt"] - 1e-9  # the best seed is at least the mean
     copy = generative[("clips", "draft-copy")]
     assert copy["kid_truth_spread"][0] == copy["kid_truth_spread"][1]  # deterministic: one run, no spread
+    # judged with pretrained eyes too: a copy of the last frame has no motion, the truth's has some
+    assert target["fidelity_best_of_k"] <= target["fidelity"] + 1e-9 and target["kid_frames"] == target["kid_frames"]
+    assert copy["motion"] > 0 and copy["kid_time_spread"][0] == copy["kid_time_spread"][1]
     assert not (tmp_path / "video_pareto.png").exists()
 
 
