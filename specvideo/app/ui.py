@@ -16,9 +16,10 @@ from specvideo.text.models.precision import DTYPES
 
 INTRO = """# specvideo: speculative generation
 A cheap drafter proposes k items ahead, an expensive model checks them all in one batched pass;
-what passes is kept, the rest is corrected. **Video**: a frame predictor drafts frames, a
-conditional diffusion model refines them; a frame whose similarity to its refinement is at least
-τ is kept, the first rejected one is regenerated from noise. **Text**: a small draft LM (or an
+what passes is kept, the rest is corrected. **Video**: a frame predictor drafts frames and a
+conditional diffusion model checks them all in one batched pass: each draft is noised and
+denoised, and one the model finds typical of the clip (its denoising error within the band set by
+τ) is kept as drafted; the first rejected one is regenerated from noise. **Text**: a small draft LM (or an
 n-gram lookup) drafts tokens that the target LM (SmolLM2-135M-Instruct by default) verifies
 exactly, for code completion or chat."""
 
