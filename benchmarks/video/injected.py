@@ -18,6 +18,8 @@ and drops the round); ``rejected_any`` counts the rounds with any draft below ta
 SSIM to the truth stands beside each rate: a frozen round of a still scene is not wrong. ``auc``:
 the ROC AUC of the check's score telling the true frames (every draft of the truth's rounds) from
 this kind's (every draft of its rounds), at any threshold: 1 separates them, 0.5 is chance.
+``auc_compare``: the same for the comparing check (``local.compare_round``: each draft against
+standing still under the same noise draws), measured beside the pipeline's check.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import torch.nn.functional as F
 from einops import rearrange
 
 from benchmarks.measure import roc_auc
-from benchmarks.video.local import score_round, true_rounds
+from benchmarks.video.local import compare_round, score_round, true_rounds
 from benchmarks.video.workloads import BenchClip
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import FlowDrafter
@@ -55,6 +57,7 @@ class InjectedCheck:
     score: float  # median score of the first bad drafts
     q05: float  # 5th percentile of the scores of every draft of the rounds
     auc: float | None = None  # ROC AUC of the score, true frames against this kind (None: the truth)
+    auc_compare: float | None = None  # the same for the comparing check (local.compare_round)
 
 
 def bad_round(
@@ -99,8 +102,9 @@ def injected_checks(
         # another clip for each: the next one of this workload, or of the run when it has only one
         pool = clips + [c for w, cs in workloads.items() if w != workload for c in cs]
         truth_scores: list[float] = []
+        truth_compared: list[float] = []
         for kind in (TRUTH, *KINDS):
-            first, any_, similar, scores, every = [], [], [], [], []
+            first, any_, similar, scores, every, compared = [], [], [], [], [], []
             for (r_seed, window, truth, before), ci in zip(rounds, owner):
                 other = pool[(ci + 1) % len(pool)].truth[:k_w]
                 if kind == "other" and len(pool) == 1:
@@ -113,11 +117,14 @@ def injected_checks(
                 any_.append(min(s) < threshold)
                 scores.append(s[0])
                 every += s
+                compared += compare_round(verifier, window, drafts, r_seed, levels)
                 similar.append(float(ssim(drafts, truth, data_range=2.0).mean()))
             if kind == TRUTH:
-                truth_scores = every
+                truth_scores, truth_compared = every, compared
             if first:
-                auc = None if kind == TRUTH else roc_auc([True] * len(truth_scores) + [False] * len(every), truth_scores + every)
+                labels = [True] * len(truth_scores) + [False] * len(every)
+                auc = None if kind == TRUTH else roc_auc(labels, truth_scores + every)
+                auc_compare = None if kind == TRUTH else roc_auc(labels, truth_compared + compared)
                 checks.append(
                     InjectedCheck(
                         workload,
@@ -129,6 +136,7 @@ def injected_checks(
                         float(torch.tensor(scores).median()),
                         float(torch.tensor(every).quantile(0.05)),
                         auc,
+                        auc_compare,
                     )
                 )
     return checks
@@ -137,13 +145,13 @@ def injected_checks(
 def injected_table(checks: list[InjectedCheck], workload: str) -> str:
     """Markdown table of one workload's injected bad drafts."""
     lines = [
-        "| bad draft | rounds | rejected at the first draft | rejected anywhere in the round | median score | 5th percentile | SSIM to the truth | AUC against the truth |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| bad draft | rounds | rejected at the first draft | rejected anywhere in the round | median score | 5th percentile | SSIM to the truth | AUC against the truth | AUC, comparing with standing still |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in checks:
         if c.workload == workload:
             lines.append(
                 f"| {c.kind} | {c.rounds} | {c.rejected_first:.2f} | {c.rejected_any:.2f} | {c.score:.3g} | {c.q05:.3g} | {c.ssim_to_truth:.3f} | "
-                + ("-" if c.auc is None else f"{c.auc:.2f}") + " |"
+                + " | ".join("-" if a is None else f"{a:.2f}" for a in (c.auc, c.auc_compare)) + " |"
             )
     return "\n".join(lines)

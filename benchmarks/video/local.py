@@ -107,6 +107,27 @@ def score_round(
     return similarity(drafts.float(), refined.float().cpu(), metric, data_range=2.0).tolist()
 
 
+def compare_round(
+    verifier: DiffusionVerifier,
+    window: torch.Tensor,
+    drafts: torch.Tensor,
+    seed: int,
+    levels: tuple[int, ...] = D.check_levels,
+) -> list[float]:
+    """A comparing check (a diffusion model as a zero-shot classifier, Li et al. ICCV 2023): each
+    draft's denoising error beside that of standing still (its context's last frame) under the same
+    condition and noise draws; the score is error(still) / error(draft), averaged over the levels
+    (> 1: the draft is more typical of the target than no motion; a frozen draft scores exactly 1)."""
+    P, k = window.shape[0], drafts.shape[0]
+    windows = torch.stack([torch.cat([window, drafts[:i]])[-P:] for i in range(k)])  # (k, P, 3, H, W)
+    noise = torch.stack([_noise(seed, drafts.shape[1:], 2 * i + 1) for i in range(k)])  # the pipeline's draws
+    device = verifier.device
+    cond = verifier.condition(windows.to(device)).repeat(2, 1, 1, 1)  # drafts, then standing still
+    candidates = torch.cat([drafts, windows[:, -1]]).to(device)  # (2k, 3, H, W)
+    error = verifier.denoising_error(cond, candidates, levels, noise.repeat(2, 1, 1, 1).to(device))  # (2k, L)
+    return (error[k:] / error[:k].clamp(min=1e-12)).mean(dim=-1).tolist()
+
+
 def true_context_checks(
     verifier: DiffusionVerifier,
     drafters: dict[str, FrameDrafter],

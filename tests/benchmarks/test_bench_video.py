@@ -480,7 +480,7 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     assert copy["motion"] > 0 and copy["kid_time_spread"][0] == copy["kid_time_spread"][1]
     injected = {c["kind"]: c for c in out["injected"]}  # the check's AUC per kind of wrong draft
     assert injected["truth"]["auc"] is None and {"frozen", "shifted", "blurred"} <= set(injected)
-    assert all(0 <= c["auc"] <= 1 for kind, c in injected.items() if kind != "truth")
+    assert all(0 <= c["auc"] <= 1 and 0 <= c["auc_compare"] <= 1 for kind, c in injected.items() if kind != "truth")
     assert not (tmp_path / "video_pareto.png").exists()
 
 
@@ -679,3 +679,18 @@ def test_moving_windows_are_the_clips_fastest_non_overlapping_stretches():
     assert clips[0].context.shape == (2, 3, 48, 48) and clips[0].truth.shape == (8, 3, 48, 48)
     with pytest.raises(ValueError, match="windows must be one of"):
         BenchVideoConfig(windows="random")
+
+
+def test_the_comparing_check_scores_standing_still_exactly_one():
+    """local.compare_round: a draft equal to its context's last frame is exactly as typical as
+    standing still (the same condition and noise draws); other drafts score a finite ratio."""
+    from benchmarks.video.local import compare_round
+
+    verifier = DiffusionVerifier(tiny_unet(SIZE, P))
+    g = torch.Generator().manual_seed(0)
+    window = torch.rand(P, 3, SIZE, SIZE, generator=g) * 2 - 1
+    frozen = window[-1:].expand(3, -1, -1, -1)
+    assert compare_round(verifier, window, frozen, seed=3, levels=(300,)) == pytest.approx([1.0, 1.0, 1.0])
+    moved = torch.rand(3, 3, SIZE, SIZE, generator=g) * 2 - 1
+    scores = compare_round(verifier, window, moved, seed=3, levels=(100, 300))
+    assert len(scores) == 3 and all(math.isfinite(s) and s > 0 for s in scores)
