@@ -16,8 +16,9 @@ on the tuning split).
 A bad round is rejected when its first draft scores below tau (the pipeline then corrects that frame
 and drops the round); ``rejected_any`` counts the rounds with any draft below tau. The bad drafts'
 SSIM to the truth stands beside each rate: a frozen round of a still scene is not wrong. ``auc``:
-the ROC AUC of the check's score telling the true frames (every draft of the truth's rounds) from
-this kind's (every draft of its rounds), at any threshold: 1 separates them, 0.5 is chance.
+the ROC AUC of the check's score telling the true frames from this kind's, on the first draft of
+each round (the one whose verdict decides the round; later drafts sit on bad drafts before them, a
+state the pipeline never reaches), at any threshold: 1 separates them, 0.5 is chance.
 ``auc_compare``: the same for the comparing check (``local.compare_round``: each draft against
 standing still under the same noise draws), measured beside the pipeline's check.
 """
@@ -117,13 +118,13 @@ def injected_checks(
                 any_.append(min(s) < threshold)
                 scores.append(s[0])
                 every += s
-                compared += compare_round(verifier, window, drafts, r_seed, levels)
+                compared.append(compare_round(verifier, window, drafts[:1], r_seed, levels)[0])
                 similar.append(float(ssim(drafts, truth, data_range=2.0).mean()))
             if kind == TRUTH:
-                truth_scores, truth_compared = every, compared
+                truth_scores, truth_compared = scores, compared
             if first:
-                labels = [True] * len(truth_scores) + [False] * len(every)
-                auc = None if kind == TRUTH else roc_auc(labels, truth_scores + every)
+                labels = [True] * len(truth_scores) + [False] * len(scores)
+                auc = None if kind == TRUTH else roc_auc(labels, truth_scores + scores)
                 auc_compare = None if kind == TRUTH else roc_auc(labels, truth_compared + compared)
                 checks.append(
                     InjectedCheck(
