@@ -8,6 +8,9 @@ round (draft i conditioned on the true context plus the bad drafts before it):
     shifted   the flow drafter's round moved by 1/16 of the frame (wrapped around)
     blurred   the flow drafter's round under a Gaussian blur of sigma = max(1, W / 64) pixels
     other     another clip's true frames at the same positions, resized to this clip's frames
+    flow-worst  the flow drafter's own round, in the rounds whose first draft is in the worst
+              quarter by pretrained-feature distance to the true frame (``video.pretrained``):
+              the flow drafts that break, which a check has to catch too
 
 Beside them the true frames themselves (``truth``): how often the check rejects real footage, and the
 5th percentile of their scores (the typicality threshold's rule: accept 95 % of true frames, chosen
@@ -36,12 +39,14 @@ from einops import rearrange
 from benchmarks.measure import roc_auc
 from benchmarks.video.local import compare_round, score_round, true_rounds
 from benchmarks.video.workloads import BenchClip
+from specvideo.video import pretrained
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import FlowDrafter
 from specvideo.video.metrics import ssim
 from specvideo.video.verifier import DiffusionVerifier
 
 KINDS = ("frozen", "shifted", "blurred", "other")
+FLOW_WORST = "flow-worst"  # not injected: the drafter's own worst drafts (no rejection target)
 TRUTH = "truth"  # the true frames, scored as a round: the check's false rejections of real footage
 
 
@@ -79,6 +84,8 @@ def bad_round(
         return torch.from_numpy(rearrange(blurred, "k h w c -> k c h w")).to(flow)
     if kind == "other":
         return F.interpolate(other.float(), size=(H, W), mode="area")
+    if kind == FLOW_WORST:
+        return flow
     raise ValueError(f"unknown bad draft {kind!r}; choose one of {KINDS}")
 
 
@@ -104,8 +111,8 @@ def injected_checks(
         pool = clips + [c for w, cs in workloads.items() if w != workload for c in cs]
         truth_scores: list[float] = []
         truth_compared: list[float] = []
-        for kind in (TRUTH, *KINDS):
-            first, any_, similar, scores, every, compared = [], [], [], [], [], []
+        for kind in (TRUTH, *KINDS, FLOW_WORST):
+            first, any_, similar, scores, every, compared, far = [], [], [], [], [], [], []
             for (r_seed, window, truth, before), ci in zip(rounds, owner):
                 other = pool[(ci + 1) % len(pool)].truth[:k_w]
                 if kind == "other" and len(pool) == 1:
@@ -120,6 +127,12 @@ def injected_checks(
                 every += s
                 compared.append(compare_round(verifier, window, drafts[:1], r_seed, levels)[0])
                 similar.append(float(ssim(drafts, truth, data_range=2.0).mean()))
+                if kind == FLOW_WORST:
+                    far.append(pretrained.fidelity(pretrained.feature_maps(drafts[:1]), pretrained.feature_maps(truth[:1])))
+            if far:  # keep the worst quarter of the flow rounds
+                cut = float(np.quantile(far, 0.75))
+                keep = [d >= cut for d in far]
+                first, any_, similar, scores, compared = ([v for v, kept in zip(x, keep) if kept] for x in (first, any_, similar, scores, compared))
             if kind == TRUTH:
                 truth_scores, truth_compared = scores, compared
             if first:

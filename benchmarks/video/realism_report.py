@@ -274,7 +274,7 @@ def _discrimination(results, w, default) -> list:
         )
         for c in local
     ]
-    injected = [c for c in results.injected if c.workload == w and c.kind != "truth"]
+    injected = [c for c in results.injected if c.workload == w and c.kind not in ("truth", "flow-worst")]
     rows += [
         (
             w,

@@ -479,7 +479,7 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     assert target["fidelity_best_of_k"] <= target["fidelity"] + 1e-9 and target["kid_frames"] == target["kid_frames"]
     assert copy["motion"] > 0 and copy["kid_time_spread"][0] == copy["kid_time_spread"][1]
     injected = {c["kind"]: c for c in out["injected"]}  # the check's AUC per kind of wrong draft
-    assert injected["truth"]["auc"] is None and {"frozen", "shifted", "blurred"} <= set(injected)
+    assert injected["truth"]["auc"] is None and {"frozen", "shifted", "blurred", "flow-worst"} <= set(injected)
     assert all(0 <= c["auc"] <= 1 and 0 <= c["auc_compare"] <= 1 for kind, c in injected.items() if kind != "truth")
     assert not (tmp_path / "video_pareto.png").exists()
 
