@@ -17,7 +17,7 @@ import statistics
 import time
 from dataclasses import dataclass, field, replace
 
-from benchmarks.serve_editor import EditorReplayConfig, session
+from benchmarks.serve_editor import EditorReplayConfig, _fmt, session
 
 TEAM_FILES = ("textwrap.py", "difflib.py", "shlex.py", "argparse.py", "csv.py", "fractions.py", "heapq.py", "statistics.py")
 ROUTES = ("completion", "infill")
@@ -52,11 +52,12 @@ class TeamReplay:
     def summary(self) -> dict:
         done = [r for r in self.requests if r.error is None]
         prompt = sum(r.prompt_tokens for r in done)
+        hits = sum(r.cached_tokens >= r.prompt_tokens / 2 for r in done)
         return {
             "files": self.config.files, "edits": self.config.edits, "route": self.config.route,
             "requests": len(self.requests), "answered": len(done), "failed": len(self.requests) - len(done),
-            "hits": sum(r.cached_tokens >= r.prompt_tokens / 2 for r in done),
-            "hit_rate": sum(r.cached_tokens >= r.prompt_tokens / 2 for r in done) / len(done) if done else None,
+            "hits": hits,
+            "hit_rate": hits / len(done) if done else None,
             "token_hit_rate": sum(r.cached_tokens for r in done) / prompt if prompt else None,
             "prompt_tokens_median": statistics.median(r.prompt_tokens for r in done) if done else None,
             "latency_s_median": statistics.median(r.latency_s for r in done) if done else None,
@@ -121,7 +122,3 @@ def to_markdown(replay: TeamReplay, label: str) -> str:
         f"| {s['requests']} | {s['answered']} | {s['failed']} | {s['hits']} | {_fmt(s['hit_rate'])} | "
         f"{_fmt(s['token_hit_rate'])} | {_fmt(s['prompt_tokens_median'], '{:.0f}')} | {_fmt(s['latency_s_median'])} |",
     ])
-
-
-def _fmt(value, fmt: str = "{:.2f}") -> str:
-    return "-" if value is None else fmt.format(value)

@@ -57,7 +57,6 @@ def add(kinds) -> None:
 
 
 def run_editor(args: argparse.Namespace) -> int:
-    from benchmarks.report import atomic_write, command_block, replace_section
     from benchmarks.serve_editor import EditorReplayConfig, run_replay, to_markdown
 
     if args.context_tokens < 16 or args.edits < 1 or args.n_predict < 1:
@@ -69,18 +68,11 @@ def run_editor(args: argparse.Namespace) -> int:
     argv += ["--edits", str(args.edits), "--n-predict", str(args.n_predict)] + (["--file", args.file] if args.file else [])
     print(json.dumps({**replay.summary(), "strokes": [asdict(s) for s in replay.strokes]}) if args.json else to_markdown(replay))
     if not args.no_report:
-        from pathlib import Path
-
-        path, section = Path(args.report), "## Editor replay"
-        text = "\n".join([*command_block(section, shlex.join(argv)), to_markdown(replay), ""])
-        old = path.read_text(encoding="utf-8") if path.exists() else "# Scaling\n"
-        atomic_write(path, lambda f: f.write(replace_section(old, section, text)))
-        print(f"\nreport written to {path}", file=sys.stderr)
+        _write_section(args.report, "## Editor replay", argv, to_markdown(replay))
     return 0
 
 
 def run_team(args: argparse.Namespace) -> int:
-    from benchmarks.report import atomic_write, command_block, replace_section
     from benchmarks.serve_team import TeamReplayConfig, run_team_replay, to_markdown
 
     if args.context_tokens < 16 or args.edits < 1 or args.n_predict < 1:
@@ -94,14 +86,21 @@ def run_team(args: argparse.Namespace) -> int:
     argv += ["--label", args.label] if args.label else []
     print(json.dumps({**replay.summary(), "detail": [asdict(r) for r in replay.requests]}) if args.json else to_markdown(replay, label))
     if not args.no_report:
-        from pathlib import Path
-
-        path, section = Path(args.report), f"## Team editor replay: {label}"
-        text = "\n".join([*command_block(section, shlex.join(argv)), to_markdown(replay, label), ""])
-        old = path.read_text(encoding="utf-8") if path.exists() else "# Scaling\n"
-        atomic_write(path, lambda f: f.write(replace_section(old, section, text)))
-        print(f"\nreport written to {path}", file=sys.stderr)
+        _write_section(args.report, f"## Team editor replay: {label}", argv, to_markdown(replay, label))
     return 0
+
+
+def _write_section(report: str, section: str, argv: list[str], body: str) -> None:
+    """Replace (or append) ``section`` of the report with the command and ``body``."""
+    from pathlib import Path
+
+    from benchmarks.report import atomic_write, command_block, replace_section
+
+    path = Path(report)
+    text = "\n".join([*command_block(section, shlex.join(argv)), body, ""])
+    old = path.read_text(encoding="utf-8") if path.exists() else "# Scaling\n"
+    atomic_write(path, lambda f: f.write(replace_section(old, section, text)))
+    print(f"\nreport written to {path}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

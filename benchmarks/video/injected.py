@@ -124,7 +124,7 @@ def injected_checks(
                 first.append(s[0] < threshold)
                 any_.append(min(s) < threshold)
                 scores.append(s[0])
-                every += s
+                every.append(s)
                 compared.append(compare_round(verifier, window, drafts[:1], r_seed, levels)[0])
                 similar.append(float(ssim(drafts, truth, data_range=2.0).mean()))
                 if kind == FLOW_WORST:
@@ -132,7 +132,9 @@ def injected_checks(
             if far:  # keep the worst quarter of the flow rounds
                 cut = float(np.quantile(far, 0.75))
                 keep = [d >= cut for d in far]
-                first, any_, similar, scores, compared = ([v for v, kept in zip(x, keep) if kept] for x in (first, any_, similar, scores, compared))
+                first, any_, similar, scores, compared, every = (
+                    [v for v, kept in zip(x, keep) if kept] for x in (first, any_, similar, scores, compared, every)
+                )
             if kind == TRUTH:
                 truth_scores, truth_compared = scores, compared
             if first:
@@ -148,7 +150,7 @@ def injected_checks(
                         sum(any_) / len(any_),
                         sum(similar) / len(similar),
                         float(torch.tensor(scores).median()),
-                        float(torch.tensor(every).quantile(0.05)),
+                        float(torch.tensor([v for drafts_scores in every for v in drafts_scores]).quantile(0.05)),
                         auc,
                         auc_compare,
                     )

@@ -14,9 +14,9 @@ import json
 import logging
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 
-from specvideo.serve.app import MAX_BODY_BYTES
+from specvideo.serve.app import MAX_BODY_BYTES, _body_size, _error
 from specvideo.serve.editor import EDITOR_ROUTES
 from specvideo.serve.forwarding import prefix_key
 from specvideo.serve.protocol import APIError
@@ -47,9 +47,9 @@ class Entry:
         self.max_body_bytes = max_body_bytes
 
     async def forward(self, request: Request):
-        body = await request.body()
-        if len(body) > self.max_body_bytes:
+        if await _body_size(request) > self.max_body_bytes:  # its Content-Length before reading it
             return _error(APIError(413, f"the request body exceeds {self.max_body_bytes} bytes", code="body_too_large"))
+        body = await request.body()
         route = request.url.path
         key = prefix_key(route, body) if request.method == "POST" else None
         call = (key, request.method, route, request.url.query, list(request.headers.items()), body)
@@ -119,7 +119,3 @@ def _lost_event(route: str) -> bytes:
         return f"data: {json.dumps({'error': {'code': 503, 'message': message, 'type': 'unavailable_error'}})}\n\n".encode()
     body = APIError(503, message, "server_error", code="replica_died").body()
     return f"data: {json.dumps(body)}\n\ndata: [DONE]\n\n".encode()
-
-
-def _error(err: APIError) -> JSONResponse:
-    return JSONResponse(err.body(), status_code=err.status, headers=err.headers)

@@ -77,7 +77,7 @@ class PromptCache:
         last token of a text with what is typed after it)."""
         if new.hidden is None and old.hidden is not None:
             return False
-        return len(ids) - SLACK <= _common_prefix(ids, list(new.ids))
+        return len(ids) - SLACK <= _common_prefix(ids, new.ids)
 
     def restore(self, ids: list[int], state) -> int:
         """Copy the longest cached prefix of ``ids`` into a fresh batch-1 ``state`` (it must not
@@ -100,7 +100,7 @@ class PromptCache:
         return reused
 
 
-def _common_prefix(a: tuple[int, ...], b: list[int]) -> int:
+def _common_prefix(a: tuple[int, ...], b) -> int:
     n = min(len(a), len(b))
     for i in range(n):
         if a[i] != b[i]:
