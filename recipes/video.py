@@ -128,8 +128,8 @@ def num_params(model: torch.nn.Module) -> int:
 class Checkpointed:
     """Resumable state of one stage: model, optimizer, EMA (optional), step, elapsed time, data RNG."""
 
-    def __init__(self, work: Path, model, opt, ema: EMAModel | None, seed: int):
-        self.path, self.model, self.opt, self.ema = work / "checkpoint.pt", model, opt, ema
+    def __init__(self, work: Path, model, opt, ema: EMAModel | None, seed: int, aux=None):
+        self.path, self.model, self.opt, self.ema, self.aux = work / "checkpoint.pt", model, opt, ema, aux
         self.step, self.elapsed = 0, 0.0
         self.rng = np.random.default_rng(seed)
         if self.path.exists():
@@ -138,6 +138,8 @@ class Checkpointed:
             opt.load_state_dict(saved["opt"])
             if ema is not None:
                 ema.load_state_dict(saved["ema"])
+            if aux is not None and saved.get("aux") is not None:
+                aux.load_state_dict(saved["aux"])
             self.step, self.elapsed = saved["step"], saved["elapsed"]
             self.rng.bit_generator.state = saved["rng"]
 
@@ -146,6 +148,7 @@ class Checkpointed:
             "model": self.model.state_dict(),
             "opt": self.opt.state_dict(),
             "ema": self.ema.state_dict() if self.ema is not None else None,
+            "aux": self.aux.state_dict() if self.aux is not None else None,
             "step": self.step,
             "elapsed": self.elapsed,
             "rng": self.rng.bit_generator.state,
@@ -155,15 +158,26 @@ class Checkpointed:
 
 
 def run_stage(
-    name: str, model, loss_fn, evaluate, total_steps: int, peak_lr: float, cfg, ema=None, batches=None
+    name: str,
+    model,
+    loss_fn,
+    evaluate,
+    total_steps: int,
+    peak_lr: float,
+    cfg,
+    ema=None,
+    batches=None,
+    aux=None,
 ) -> dict:
     """The shared loop: AdamW, warm-up + cosine LR, grad clip 1, EMA, eval, checkpoints, JSONL log.
-    ``batches`` (default ``ClipBatches(cfg)``) serves ``loss_fn``."""
+    ``batches`` (default ``ClipBatches(cfg)``) serves ``loss_fn``; ``aux`` (a module the loss trains
+    beside ``model``, e.g. a projection head) shares the optimizer and the checkpoint, not the EMA."""
     work = Path(cfg.work) / name
     work.mkdir(parents=True, exist_ok=True)
     model.to(cfg.device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=peak_lr, weight_decay=0.0)
-    state = Checkpointed(work, model, opt, ema, cfg.seed)
+    params = list(model.parameters()) + (list(aux.to(cfg.device).parameters()) if aux is not None else [])
+    opt = torch.optim.AdamW(params, lr=peak_lr, weight_decay=0.0)
+    state = Checkpointed(work, model, opt, ema, cfg.seed, aux)
     batches = batches if batches is not None else ClipBatches(cfg)
     log = (work / "log.jsonl").open("a")
     start, last_ckpt = time.time() - state.elapsed, time.time()
@@ -176,7 +190,7 @@ def run_stage(
         loss = loss_fn(model, batches, state.rng)
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         if ema is not None:
             ema.step(model.parameters())

@@ -38,6 +38,7 @@ with N in ``eval_steps``: SSIM to the truth and sharpness (Laplacian energy over
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ from diffusers.training_utils import EMAModel
 from einops import rearrange
 
 from recipes.video import Checkpointed, _ema_copy, num_params, run_stage
+from recipes.video_repa import Alignment, feature_loss
 from specvideo.files import atomic_dir
 from specvideo.paths import shipped
 from specvideo.video.data import TRAIN_SEEDS, moving_shapes, split_synthetic
@@ -92,6 +94,9 @@ class SamplerConfig:
     # anchors the output on the flow hint, so a flow draft is not its own reference
     prediction: str = "x0"
     hint_dropout: float = 0.0  # share of samples whose hint channels are zeros (the hint-free branch)
+    # pretrained features in the loss (recipes.video_repa): REPA on the mid-block, perceptual on x0
+    repa_weight: float = 0.0
+    perceptual_weight: float = 0.0
     rollout_share: float = 0.0  # share of each batch whose context is the model's own samples
     rollout_frames: int = 2  # R frames sampled before the target frame
     rollout_steps: tuple[int, ...] = (2, 4)  # DDPM steps of each sampled frame
@@ -244,9 +249,12 @@ def rollout_context(unet, clips: torch.Tensor, rng: np.random.Generator, cfg: Sa
     return frames[:, -cfg.context_frames :].clone()
 
 
-def sampler_loss(unet, scheduler, clips: torch.Tensor, rng: np.random.Generator, cfg: SamplerConfig):
+def sampler_loss(
+    unet, scheduler, clips: torch.Tensor, rng: np.random.Generator, cfg: SamplerConfig, alignment=None
+):
     """The weighted x0 loss of the last frame of clips (B, F, 3, H, W) given noisy context: the P
-    true frames before it, or for a ``rollout_share`` of the batch the model's own R samples before it."""
+    true frames before it, or for a ``rollout_share`` of the batch the model's own R samples before it;
+    plus the pretrained-feature terms (``recipes.video_repa``) when ``alignment`` is given."""
     P = cfg.context_frames
     context = clips[:, -1 - P : -1]  # (B, P, 3, H, W)
     rolled = np.flatnonzero(rng.random(len(clips)) < cfg.rollout_share) if cfg.rollout_share else []
@@ -270,9 +278,15 @@ def sampler_loss(unet, scheduler, clips: torch.Tensor, rng: np.random.Generator,
         cond = drop_hint(cond, cfg.hint_dropout, rng)
     x0 = clips[:, -1]  # (B, 3, H, W)
     x_t = scheduler.add_noise(x0, normal(x0.shape), t)
-    pred = model_x0(unet, scheduler, x_t, cond, t, t_c, cfg.prediction)  # (B, 3, H, W)
+    with alignment.capture(unet) if alignment is not None else contextlib.nullcontext():
+        pred = model_x0(unet, scheduler, x_t, cond, t, t_c, cfg.prediction)  # (B, 3, H, W)
+        hidden = alignment.captured if alignment is not None else None  # (B, 128, H/8, W/8)
     per_sample = F.mse_loss(pred, x0, reduction="none").mean(dim=(1, 2, 3))  # (B,)
-    return (loss_weight(scheduler, t, cfg.snr_gamma) * per_sample).mean()
+    loss = (loss_weight(scheduler, t, cfg.snr_gamma) * per_sample).mean()
+    if alignment is None:
+        return loss
+    alpha_bar = scheduler.alphas_cumprod.to(dev)[t]  # (B,)
+    return loss + feature_loss(alignment, hidden, pred, x0, alpha_bar, cfg.repa_weight, cfg.perceptual_weight)
 
 
 # ---------------------------------------------------------------- evaluation
@@ -332,14 +346,16 @@ def check_ranks(unet, scheduler, clips, cond, noise, t_c, cfg: SamplerConfig) ->
         "frozen": clips[:, P - 1],
         "flow": flow,
         "shifted": torch.roll(flow, shifts=(max(1, H // 16), max(1, W // 16)), dims=(-2, -1)),
-        "blurred": F.avg_pool2d(F.avg_pool2d(flow, 3, 1, 1, count_include_pad=False), 3, 1, 1, count_include_pad=False),
+        "blurred": F.avg_pool2d(
+            F.avg_pool2d(flow, 3, 1, 1, count_include_pad=False), 3, 1, 1, count_include_pad=False
+        ),
         "other": truth.roll(1, dims=0),  # another clip's true frame
     }
     record = {}
     for t in CHECK_LEVELS:
         tt = torch.full((len(clips),), t, device=clips.device)
 
-        def error(x):
+        def error(x, tt=tt):
             x0 = model_x0(unet, scheduler, scheduler.add_noise(x, noise, tt), free, tt, t_c, cfg.prediction)
             return (x0.clamp(-1, 1) - x).pow(2).mean(dim=(1, 2, 3))  # (B,)
 
@@ -382,14 +398,28 @@ def train_sampler(cfg: SamplerConfig) -> dict:
     if cfg.resume_from and not (work / "checkpoint.pt").exists():
         seed_checkpoint(cfg, cfg.resume_from)
 
+    alignment = (
+        Alignment(unet.config.block_out_channels[-1]) if cfg.repa_weight or cfg.perceptual_weight else None
+    )
+
     def loss_fn(model, batches, rng):
-        return sampler_loss(model, scheduler, batches.sample(rng, clip_frames(cfg)).to(cfg.device), rng, cfg)
+        clips = batches.sample(rng, clip_frames(cfg)).to(cfg.device)
+        return sampler_loss(model, scheduler, clips, rng, cfg, alignment)
 
     def evaluate(model):
         return evaluate_sampler(_ema_copy(model, ema), clips_eval, cfg)
 
     result = run_stage(
-        "sampler", unet, loss_fn, evaluate, cfg.steps, cfg.lr, cfg, ema=ema, batches=SamplerBatches(cfg)
+        "sampler",
+        unet,
+        loss_fn,
+        evaluate,
+        cfg.steps,
+        cfg.lr,
+        cfg,
+        ema=ema,
+        batches=SamplerBatches(cfg),
+        aux=alignment,
     )
     _ema_copy(unet, ema).save_pretrained(work / "ema_unet")
     return {"params": num_params(unet), **result}

@@ -240,7 +240,9 @@ def test_v_prediction_recovers_x0_and_dropped_hints_are_zeros():
             return type("Out", (), {"sample": v})
 
     cond = torch.zeros(4, 3 * P + 3, 16, 16)
-    torch.testing.assert_close(vs.model_x0(Oracle(), scheduler, x_t, cond, t, None, "v"), x0, atol=1e-4, rtol=0)
+    torch.testing.assert_close(
+        vs.model_x0(Oracle(), scheduler, x_t, cond, t, None, "v"), x0, atol=1e-4, rtol=0
+    )
     cond = torch.ones(1000, 3 * P + 3, 2, 2)
     dropped = vs.drop_hint(cond, 0.5, np.random.default_rng(0))
     zero = dropped[:, -3:].abs().sum(dim=(1, 2, 3)) == 0  # (1000,)
@@ -257,9 +259,57 @@ def test_a_v_sampler_with_hint_dropout_trains_logs_its_check_and_exports_a_hint_
     result = vs.train_sampler(cfg)
     assert {"check_t300_frozen", "check_t100_flow", "check_t500_other"} <= set(result)
     assert all(0 <= result[k] <= 1 for k in result if k.startswith("check_"))
-    out = export(VideoTrainConfig(work=str(tmp_path / "work"), out=str(tmp_path / "out"), grid_frames=0),
-                 "flow", 0, "ddpm", prediction="v", check_hint=False)
+    out = export(
+        VideoTrainConfig(work=str(tmp_path / "work"), out=str(tmp_path / "out"), grid_frames=0),
+        "flow",
+        0,
+        "ddpm",
+        prediction="v",
+        check_hint=False,
+    )
     v = SpeculativeVideoPipeline.from_pretrained(out).verifier
     assert (v.residual, v.check_hint, v.scheduler.config.prediction_type) == (False, False, "v_prediction")
     with pytest.raises(ValueError, match="check_hint=False scores drafts on the hint-free branch"):
         DiffusionVerifier(v.unet, hint="flow", residual=True, check_hint=False)
+
+
+def test_repa_and_perceptual_terms_train_the_projection_and_resume_it(tmp_path):
+    from dataclasses import replace
+
+    from recipes.video_repa import Alignment, feature_loss
+
+    unet = hinted().train()
+    alignment = Alignment(unet.config.block_out_channels[-1], hidden=8)
+    x0, t = torch.rand(2, 3, 16, 16) * 2 - 1, torch.tensor([10, 900])
+    with alignment.capture(unet):
+        unet(torch.randn(2, unet.config.in_channels, 16, 16), t)
+        hidden = alignment.captured  # the mid-block's output
+    assert alignment.captured is None and hidden.shape[:2] == (2, 16)
+    alpha_bar = default_scheduler().alphas_cumprod[t]
+    pred = x0.clone().requires_grad_()
+    assert feature_loss(alignment, hidden, pred, x0, alpha_bar, 0.0, 0.0) == 0  # both off: nothing
+    same = feature_loss(alignment, hidden, pred, x0, alpha_bar, 0.0, 1.0)
+    assert same.item() == pytest.approx(0.0, abs=1e-6)  # perceptual: 0 on the clean frame itself
+    far = feature_loss(alignment, hidden, -x0, x0, alpha_bar, 0.0, 1.0)
+    assert far > 0.01
+    repa = feature_loss(alignment, hidden, pred, x0, alpha_bar, 1.0, 0.0)
+    assert -1 <= repa.item() <= 1
+    repa.backward()
+    assert alignment.projector[0].weight.grad.abs().sum() > 0
+    init = tmp_path / "init"
+    hinted().save_pretrained(init)
+    cfg = tiny_cfg(
+        tmp_path,
+        init,
+        prediction="v",
+        rollout_share=0.0,
+        eval_rollout=0,
+        repa_weight=0.5,
+        perceptual_weight=0.1,
+    )
+    assert np.isfinite(vs.train_sampler(cfg)["loss"])
+    saved = torch.load(tmp_path / "work/sampler/checkpoint.pt", weights_only=False)
+    assert any(k.startswith("projector.") for k in saved["aux"])  # the projection resumes with the run
+    assert vs.train_sampler(replace(cfg, steps=3))["steps"] == 3
+    exported = vs.UNet2DModel.from_pretrained(tmp_path / "work/sampler/ema_unet")
+    assert not any("projector" in k for k in exported.state_dict())  # dropped at export
