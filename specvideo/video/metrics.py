@@ -20,8 +20,9 @@ from einops import pack, rearrange, unpack
 PSNR_CAP_DB = 100.0  # PSNR of identical images (MSE = 0) is reported as this, not +inf
 SIMILARITIES = ("ssim", "psnr")  # a draft against its refinement (the refine check)
 # the checks a draft can be scored by: "typicality" (the target's denoising error on the draft, over
-# the same on the clip's last real frame; no refinement) or a similarity to the draft's refinement
-METRICS = ("typicality", *SIMILARITIES)
+# the same on the clip's last real frame; no refinement), "features" (the learned check on pretrained
+# features, ``specvideo.video.feature_check``; no UNet pass) or a similarity to the draft's refinement
+METRICS = ("typicality", "features", *SIMILARITIES)
 
 
 def psnr(

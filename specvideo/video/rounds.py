@@ -212,6 +212,7 @@ class RoundSettings:
     refine: bool = True  # False: draft mode, drafts are emitted as they are
     levels: tuple[int, ...] = (300,)  # the typicality check's noise levels
     center: float = math.inf  # the typicality check's fold (``typicality``)
+    feature_check: object | None = None  # the "features" check (``feature_check.FeatureCheck``)
 
 
 class VideoVerifier:
@@ -262,6 +263,8 @@ class VideoVerifier:
         if s.metric == "typicality":
             values = self._typicality(pairs, windows, index, x, context_noise)  # (n,)
             return self._scores(B, k, pairs, values, passes=1, evals=len(s.levels))
+        if s.metric == "features":  # no UNet pass: the learned check on pretrained features
+            return self._scores(B, k, pairs, s.feature_check.score(windows, x), passes=0, evals=0)
         refined = self.verifier.refine(
             self.verifier.condition(windows, context_noise),  # (n, C, H, W)
             x,
@@ -347,7 +350,9 @@ class VideoVerifier:
         v = self.verifier
         if not (v.takes_context_noise and v.context_noise_level):
             return None
-        return torch.stack([self.rows.noises[b].context(j, v.num_context_frames) for b, j in zip(rows, index)])
+        return torch.stack(
+            [self.rows.noises[b].context(j, v.num_context_frames) for b, j in zip(rows, index)]
+        )
 
     def _charge(self, rows: list[int], frames_of: list[int], passes: int, evals: int | None = None) -> None:
         """Count a batched UNet call in the rows' statistics: ``passes`` sequential passes for every
@@ -372,8 +377,9 @@ class VideoVerifier:
         scores = verdict.scores[b, :n].tolist() if verdict.scores is not None and self.settings.refine else []
         new = self._refined[b][:j] + ([self._corrections[b]] if b in self._corrections else [])
         new = new[: self.rows.remaining(b)]
-        # the typicality check and draft mode keep the drafts; the refine checks keep the target's refinements
-        kept_as_drafted = not self.settings.refine or self.settings.metric == "typicality"
+        # the typicality and feature checks and draft mode keep the drafts; the refine checks keep the
+        # target's refinements
+        kept_as_drafted = not self.settings.refine or self.settings.metric in ("typicality", "features")
         start = history.emitted
         for i, score in enumerate(scores):
             stats.scored_drafts.append(

@@ -1,0 +1,179 @@
+"""The learned check's recipe (`specvideo train video-check`): true next frames against wrong drafts
+made from the training clips, an MLP on frozen pretrained features (``specvideo.video.feature_check``).
+
+Each example is three consecutive frames L', L, T of a training clip (real crops at the clips' own
+scale, ``NativeClips("train")``, and moving shapes from ``TRAIN_SEEDS``), and a draft D after them:
+
+    truth     D = T                                                         positive
+    frozen    D = L (the video stops)                                       negative
+    shifted   the flow draft rolled by 1/32-1/8 of the frame                negative
+    blurred   T or the flow draft under a Gaussian blur, sigma W/128-W/32   negative
+    other     another example's true frame                                  negative
+    flow      the flow drafter's draft from (L', L): positive when its pretrained-feature distance
+              to T (``pretrained.fidelity``) is at most the training set's median, negative in the
+              worst quarter, left out between: the flow drafts that break must fail the check, the
+              good ones must pass
+
+The amounts are drawn per example, wider than the bench's fixed ones (``benchmarks/video/
+injected.py``: shift 1/16, blur W/64), and the bench's clips are other clips (validation split).
+The threshold tau is the 5th percentile of the true frames' scores on the tuning split (the
+typicality threshold's rule: accept 95 % of real footage); the tuning split's AUC per kind is
+reported, and the validation split is left to the bench.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+
+from benchmarks.measure import roc_auc
+from specvideo.video.data import TRAIN_SEEDS, TUNING_SEEDS, moving_shapes
+from specvideo.video.drafters import FlowDrafter
+from specvideo.video.feature_check import FeatureCheck, FeatureCheckConfig, features_from_maps, frame_maps
+from specvideo.video.io import frames_to_tensor
+from specvideo.video.real import NativeClips
+
+KINDS = ("truth", "frozen", "shifted", "blurred", "other", "flow")
+
+
+@dataclass(frozen=True)
+class CheckTrainConfig:
+    out: str = "models/video/check"
+    num_real: int = 300  # training examples from real crops
+    num_synthetic: int = 150  # and from moving shapes
+    num_tuning: int = 60  # tuning examples of each source (threshold and AUC)
+    crop: int = 128
+    hidden: int = 32
+    steps: int = 3000  # full-batch AdamW steps
+    lr: float = 3e-3
+    weight_decay: float = 1e-3
+    threads: int = 0
+    seed: int = 0
+
+
+def _triplets(
+    split: str, num_real: int, num_synthetic: int, crop: int, rng: np.random.Generator
+) -> torch.Tensor:
+    """(n, 3, 3, S, S) in [-1, 1]: frames L', L, T of real crops and moving shapes of ``split``."""
+    real = NativeClips(split, crop=crop, long_sides=(192, 256, 320))
+    seeds = TRAIN_SEEDS if split == "train" else TUNING_SEEDS
+    clips = [real.sample(rng, 3) for _ in range(num_real)]
+    for _ in range(num_synthetic):
+        skip, seed = int(rng.integers(0, 12)), int(rng.integers(seeds.start, seeds.stop))
+        clips.append(moving_shapes(seed, skip + 3, crop)[skip:])
+    return torch.stack([frames_to_tensor(np.ascontiguousarray(c)) for c in clips])
+
+
+def _blur(frames: torch.Tensor, sigmas: np.ndarray) -> torch.Tensor:
+    x = rearrange(frames.float().numpy(), "n c h w -> n h w c")
+    return torch.from_numpy(
+        rearrange(np.stack([cv2.GaussianBlur(f, (0, 0), s) for f, s in zip(x, sigmas)]), "n h w c -> n c h w")
+    )
+
+
+def _drafts(triplets: torch.Tensor, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+    """Each kind's drafts (n, 3, S, S) for the (n, 3, 3, S, S) triplets (module docstring)."""
+    n, S = len(triplets), triplets.shape[-1]
+    flow = FlowDrafter().propose(triplets[:, :2], 1)[:, 0].float()  # (n, 3, S, S)
+    truth = triplets[:, 2]
+    shifts = rng.uniform(1 / 32, 1 / 8, (n, 2)) * S * rng.choice([-1, 1], (n, 2))
+    shifted = torch.stack(
+        [torch.roll(f, (max(1, int(a)), max(1, int(b))), (-2, -1)) for f, (a, b) in zip(flow, np.abs(shifts))]
+    )
+    base = torch.where(torch.from_numpy(rng.random(n) < 0.5)[:, None, None, None], truth, flow)
+    return {
+        "truth": truth,
+        "frozen": triplets[:, 1],
+        "shifted": shifted,
+        "blurred": _blur(base, rng.uniform(S / 128, S / 32, n)),
+        "other": truth.roll(1, dims=0),
+        "flow": flow,
+    }
+
+
+def examples(
+    triplets: torch.Tensor, rng: np.random.Generator
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+    """-> features per kind {kind: (n, 8)}, and the flow drafts' pretrained distance to the truth (n,)."""
+    drafts = _drafts(triplets, rng)
+    m_before, m_last = frame_maps(triplets[:, 0]), frame_maps(triplets[:, 1])
+    maps = {kind: m_last if kind == "frozen" else frame_maps(d) for kind, d in drafts.items()}
+    features = {
+        kind: features_from_maps((m_before, m_last, maps[kind]), (triplets[:, 0], triplets[:, 1], d))
+        for kind, d in drafts.items()
+    }
+    distance = (maps["flow"] - maps["truth"]).flatten(1).norm(dim=1) / maps["truth"].flatten(1).norm(dim=1)
+    return features, distance
+
+
+def labelled(features: dict[str, torch.Tensor], distance: torch.Tensor, good: float, bad: float):
+    """(N, 8) features, (N,) labels (1: accept) and the kind of each row; flow drafts by distance."""
+    rows, labels, kinds = [], [], []
+    for kind, f in features.items():
+        if kind == "flow":
+            keep = (distance <= good) | (distance >= bad)
+            f, y = f[keep], (distance[keep] <= good).float()
+        else:
+            y = torch.full((len(f),), float(kind == "truth"))
+        rows.append(f)
+        labels.append(y)
+        kinds += [kind] * len(f)
+    return torch.cat(rows), torch.cat(labels), kinds
+
+
+def fit(features: torch.Tensor, labels: torch.Tensor, cfg: CheckTrainConfig) -> FeatureCheck:
+    """Full-batch AdamW on the class-balanced logistic loss."""
+    mean, scale = features.mean(dim=0), features.std(dim=0).clamp(min=1e-3)
+    check = FeatureCheck(FeatureCheckConfig(cfg.hidden, tuple(mean.tolist()), tuple(scale.tolist())))
+    opt = torch.optim.AdamW(check.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    pos = labels.mean()
+    weight = torch.where(labels > 0, 0.5 / pos, 0.5 / (1 - pos))
+    for _ in range(cfg.steps):
+        loss = F.binary_cross_entropy_with_logits(check.logits(features), labels, weight=weight)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return check.eval()
+
+
+def train_check(cfg: CheckTrainConfig) -> dict:
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    rng, start = np.random.default_rng(cfg.seed), time.time()
+    train, train_distance = examples(_triplets("train", cfg.num_real, cfg.num_synthetic, cfg.crop, rng), rng)
+    good, bad = (float(train_distance.quantile(q)) for q in (0.5, 0.75))
+    features, labels, _ = labelled(train, train_distance, good, bad)
+    check = fit(features, labels, cfg)
+    tuning, tuning_distance = examples(
+        _triplets("tuning", cfg.num_tuning, cfg.num_tuning, cfg.crop, rng), rng
+    )
+    with torch.no_grad():
+        scores = {kind: torch.sigmoid(check.logits(f)) for kind, f in tuning.items()}
+    tau = float(scores["truth"].quantile(0.05))
+    state = check.state_dict()
+    check = FeatureCheck(replace(check.config, threshold=tau))
+    check.load_state_dict(state)
+    check.save_pretrained(cfg.out)
+    truth = scores["truth"].tolist()
+    worst = scores["flow"][tuning_distance >= float(tuning_distance.quantile(0.75))].tolist()
+    aucs = {
+        kind: roc_auc([True] * len(truth) + [False] * len(s), truth + s.tolist())
+        for kind, s in scores.items()
+        if kind not in ("truth", "flow")
+    }
+    aucs["flow-worst"] = roc_auc([True] * len(truth) + [False] * len(worst), truth + worst)
+    return {
+        "examples": len(labels),
+        "threshold": round(tau, 4),
+        "tuning_auc": {k: round(v, 3) for k, v in aucs.items()},
+        "tuning_flow_accepted": round(float((scores["flow"] >= tau).float().mean()), 3),
+        "minutes": round((time.time() - start) / 60, 2),
+        "params": sum(p.numel() for p in check.parameters()),
+    }

