@@ -104,6 +104,10 @@ class BenchVideoConfig:
     metric: str = D.metric
     check_center: float = D.check_center  # the typicality check's fold (VideoConfig.check_center)
     check_levels: tuple[int, ...] = D.check_levels  # its noise levels
+    # the injected table's candidate checks: the two-sided band's fold (None: not reported) and the
+    # learned check's directory (None: <model>/check when there is one)
+    band_center: float | None = None
+    feature_check: str | None = None
     num_draft_frames: int = D.num_draft_frames
     num_refine_steps: int = D.num_refine_steps
     schedule: str = D.schedule
@@ -155,6 +159,8 @@ class BenchVideoConfig:
                 raise ValueError(f"unknown drafter {d!r}; choose from {', '.join(DRAFTERS)}")
         _check_sweep(self.thresholds, self.strengths)
         check_typicality(self.check_levels, self.check_center)
+        if self.band_center is not None and not (0 < self.band_center < math.inf):
+            raise ValueError(f"band_center must be a positive finite fold c, got {self.band_center}")
         if self.metric not in METRICS:
             raise ValueError(f"metric must be one of {', '.join(METRICS)}, got {self.metric!r}")
         if self.schedule not in VIDEO_SCHEDULES:
@@ -204,7 +210,9 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
     methods += [Method(f"first-target+{d}", "first-target", d) for d in sweep]
 
     def setting(d: str, tau: float, s: float, k: int, m: int) -> SpecSetting:
-        return SpecSetting(d, tau, s, config.metric, k, m, config.schedule, config.check_center, config.check_levels)
+        return SpecSetting(
+            d, tau, s, config.metric, k, m, config.schedule, config.check_center, config.check_levels
+        )
 
     shapes = {  # (k, m) -> the name's suffix
         (k, m): ("" if k == config.num_draft_frames else f"-k{k}")

@@ -23,11 +23,15 @@ the ROC AUC of the check's score telling the true frames from this kind's, on th
 each round (the one whose verdict decides the round; later drafts sit on bad drafts before them, a
 state the pipeline never reaches), at any threshold: 1 separates them, 0.5 is chance.
 ``auc_compare``: the same for the comparing check (``local.compare_round``: each draft against
-standing still under the same noise draws), measured beside the pipeline's check.
+standing still under the same noise draws), measured beside the pipeline's check;
+``auc_compare_hint``: against standing still and the flow drafter's frame both (the smaller ratio);
+``auc_band``: the pipeline's score folded at ``band_center`` (the two-sided band, ``rounds.typicality``);
+``auc_learned``: the learned check on pretrained features (``video.feature_check``), when one is given.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import cv2
@@ -42,6 +46,7 @@ from benchmarks.video.workloads import BenchClip
 from specvideo.video import pretrained
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import FlowDrafter
+from specvideo.video.feature_check import FeatureCheck
 from specvideo.video.metrics import ssim
 from specvideo.video.verifier import DiffusionVerifier
 
@@ -64,6 +69,9 @@ class InjectedCheck:
     q05: float  # 5th percentile of the scores of every draft of the rounds
     auc: float | None = None  # ROC AUC of the score, true frames against this kind (None: the truth)
     auc_compare: float | None = None  # the same for the comparing check (local.compare_round)
+    auc_compare_hint: float | None = None  # comparing with standing still and the flow frame both
+    auc_band: float | None = None  # the two-sided band: the score folded at band_center
+    auc_learned: float | None = None  # the learned check on pretrained features
 
 
 def bad_round(
@@ -100,8 +108,11 @@ def injected_checks(
     seed: int = 0,
     center: float = D.check_center,
     levels: tuple[int, ...] = D.check_levels,
+    band_center: float | None = None,
+    feature_check: FeatureCheck | None = None,
 ) -> list[InjectedCheck]:
-    """Every (workload, kind of bad draft, and the truth): the check's rejections at ``threshold``."""
+    """Every (workload, kind of bad draft, and the truth): the check's rejections at ``threshold``,
+    and each candidate check's AUC (module docstring)."""
     flow, checks = FlowDrafter(), []
     for workload, clips in workloads.items():
         k_w = min([k, *(len(c.truth) for c in clips)])
@@ -109,38 +120,59 @@ def injected_checks(
         owner = [ci for ci, c in enumerate(clips) for _ in range(0, len(c.truth) - k_w + 1, k_w)]
         # another clip for each: the next one of this workload, or of the run when it has only one
         pool = clips + [c for w, cs in workloads.items() if w != workload for c in cs]
-        truth_scores: list[float] = []
-        truth_compared: list[float] = []
+        truth_alt: dict[str, list[float]] = {}
         for kind in (TRUTH, *KINDS, FLOW_WORST):
-            first, any_, similar, scores, every, compared, far = [], [], [], [], [], [], []
+            first, any_, similar, scores, every, far = [], [], [], [], [], []
+            alt: dict[str, list[float]] = {"compare": [], "compare_hint": [], "learned": []}
             for (r_seed, window, truth, before), ci in zip(rounds, owner):
                 other = pool[(ci + 1) % len(pool)].truth[:k_w]
                 if kind == "other" and len(pool) == 1:
                     continue  # no other clip in the run
-                drafts = bad_round(kind, window, flow.propose(window[None], k_w)[0].float(), other, truth)
+                flow_round = flow.propose(window[None], k_w)[0].float()
+                drafts = bad_round(kind, window, flow_round, other, truth)
                 s = score_round(
-                    verifier, window, drafts, strength, metric, r_seed, num_refine_steps, before, levels, center
+                    verifier,
+                    window,
+                    drafts,
+                    strength,
+                    metric,
+                    r_seed,
+                    num_refine_steps,
+                    before,
+                    levels,
+                    center,
                 )
                 first.append(s[0] < threshold)
                 any_.append(min(s) < threshold)
                 scores.append(s[0])
                 every.append(s)
-                compared.append(compare_round(verifier, window, drafts[:1], r_seed, levels)[0])
+                alt["compare"].append(compare_round(verifier, window, drafts[:1], r_seed, levels)[0])
+                alt["compare_hint"].append(
+                    compare_round(verifier, window, drafts[:1], r_seed, levels, flow_round[:1])[0]
+                )
+                if feature_check is not None:
+                    alt["learned"].append(float(feature_check.score(window[None], drafts[:1])[0]))
                 similar.append(float(ssim(drafts, truth, data_range=2.0).mean()))
                 if kind == FLOW_WORST:
-                    far.append(pretrained.fidelity(pretrained.feature_maps(drafts[:1]), pretrained.feature_maps(truth[:1])))
+                    far.append(
+                        pretrained.fidelity(
+                            pretrained.feature_maps(drafts[:1]), pretrained.feature_maps(truth[:1])
+                        )
+                    )
             if far:  # keep the worst quarter of the flow rounds
                 cut = float(np.quantile(far, 0.75))
                 keep = [d >= cut for d in far]
-                first, any_, similar, scores, compared, every = (
-                    [v for v, kept in zip(x, keep) if kept] for x in (first, any_, similar, scores, compared, every)
+                first, any_, similar, scores, every = (
+                    [v for v, kept in zip(x, keep) if kept] for x in (first, any_, similar, scores, every)
                 )
+                alt = {name: [v for v, kept in zip(x, keep) if kept] for name, x in alt.items()}
+            alt["typicality"] = scores
+            if band_center is not None and math.isinf(center):  # the scores are the unfolded ratios
+                alt["band"] = [min(r, band_center**2 / r) for r in scores]
             if kind == TRUTH:
-                truth_scores, truth_compared = scores, compared
+                truth_alt = alt
             if first:
-                labels = [True] * len(truth_scores) + [False] * len(scores)
-                auc = None if kind == TRUTH else roc_auc(labels, truth_scores + scores)
-                auc_compare = None if kind == TRUTH else roc_auc(labels, truth_compared + compared)
+                aucs = {} if kind == TRUTH else _aucs(truth_alt, alt)
                 checks.append(
                     InjectedCheck(
                         workload,
@@ -150,24 +182,43 @@ def injected_checks(
                         sum(any_) / len(any_),
                         sum(similar) / len(similar),
                         float(torch.tensor(scores).median()),
-                        float(torch.tensor([v for drafts_scores in every for v in drafts_scores]).quantile(0.05)),
-                        auc,
-                        auc_compare,
+                        float(
+                            torch.tensor([v for drafts_scores in every for v in drafts_scores]).quantile(0.05)
+                        ),
+                        aucs.get("typicality"),
+                        aucs.get("compare"),
+                        aucs.get("compare_hint"),
+                        aucs.get("band"),
+                        aucs.get("learned"),
                     )
                 )
     return checks
 
 
+def _aucs(truth: dict[str, list[float]], bad: dict[str, list[float]]) -> dict[str, float | None]:
+    """Each check's ROC AUC, the true frames' scores (positives) against the bad drafts'."""
+    return {
+        name: roc_auc([True] * len(truth[name]) + [False] * len(bad[name]), truth[name] + bad[name])
+        for name in bad
+        if bad[name] and truth.get(name)
+    }
+
+
 def injected_table(checks: list[InjectedCheck], workload: str) -> str:
     """Markdown table of one workload's injected bad drafts."""
     lines = [
-        "| bad draft | rounds | rejected at the first draft | rejected anywhere in the round | median score | 5th percentile | SSIM to the truth | AUC against the truth | AUC, comparing with standing still |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| bad draft | rounds | rejected at the first draft | rejected anywhere in the round | median score | 5th percentile | SSIM to the truth "
+        "| AUC against the truth | AUC, two-sided band | AUC, comparing with standing still | AUC, comparing with still and flow | AUC, learned on pretrained features |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for c in checks:
         if c.workload == workload:
             lines.append(
                 f"| {c.kind} | {c.rounds} | {c.rejected_first:.2f} | {c.rejected_any:.2f} | {c.score:.3g} | {c.q05:.3g} | {c.ssim_to_truth:.3f} | "
-                + " | ".join("-" if a is None else f"{a:.2f}" for a in (c.auc, c.auc_compare)) + " |"
+                + " | ".join(
+                    "-" if a is None else f"{a:.2f}"
+                    for a in (c.auc, c.auc_band, c.auc_compare, c.auc_compare_hint, c.auc_learned)
+                )
+                + " |"
             )
     return "\n".join(lines)

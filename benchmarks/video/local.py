@@ -113,19 +113,27 @@ def compare_round(
     drafts: torch.Tensor,
     seed: int,
     levels: tuple[int, ...] = D.check_levels,
+    hint: torch.Tensor | None = None,
 ) -> list[float]:
     """A comparing check (a diffusion model as a zero-shot classifier, Li et al. ICCV 2023): each
     draft's denoising error beside that of standing still (its context's last frame) under the same
     condition and noise draws; the score is error(still) / error(draft), averaged over the levels
-    (> 1: the draft is more typical of the target than no motion; a frozen draft scores exactly 1)."""
+    (> 1: the draft is more typical of the target than no motion; a frozen draft scores exactly 1).
+    With ``hint`` (k, 3, H, W), the flow drafter's frames for the same positions, the score is the
+    smaller of the two ratios: the draft must beat standing still *and* the plain warp."""
     P, k = window.shape[0], drafts.shape[0]
     windows = torch.stack([torch.cat([window, drafts[:i]])[-P:] for i in range(k)])  # (k, P, 3, H, W)
     noise = torch.stack([_noise(seed, drafts.shape[1:], 2 * i + 1) for i in range(k)])  # the pipeline's draws
     device = verifier.device
-    cond = verifier.condition(windows.to(device)).repeat(2, 1, 1, 1)  # drafts, then standing still
-    candidates = torch.cat([drafts, windows[:, -1]]).to(device)  # (2k, 3, H, W)
-    error = verifier.denoising_error(cond, candidates, levels, noise.repeat(2, 1, 1, 1).to(device))  # (2k, L)
-    return (error[k:] / error[:k].clamp(min=1e-12)).mean(dim=-1).tolist()
+    rivals = [windows[:, -1]] + ([hint.to(drafts)] if hint is not None else [])  # each (k, 3, H, W)
+    n = 1 + len(rivals)
+    cond = verifier.condition(windows.to(device)).repeat(n, 1, 1, 1)  # drafts, then each rival
+    candidates = torch.cat([drafts, *rivals]).to(device)  # (n k, 3, H, W)
+    error = verifier.denoising_error(
+        cond, candidates, levels, noise.repeat(n, 1, 1, 1).to(device)
+    )  # (n k, L)
+    ratios = [(error[j * k : (j + 1) * k] / error[:k].clamp(min=1e-12)).mean(dim=-1) for j in range(1, n)]
+    return torch.stack(ratios).min(dim=0).values.tolist()
 
 
 def true_context_checks(
@@ -156,7 +164,9 @@ def true_context_checks(
             for s in strengths:
                 rounds = [
                     _Round(
-                        score_round(verifier, w, d, s, metric, r_seed, num_refine_steps, before, levels, center),
+                        score_round(
+                            verifier, w, d, s, metric, r_seed, num_refine_steps, before, levels, center
+                        ),
                         ssim(d, truth, data_range=2.0).tolist(),
                         ssim(target, truth, data_range=2.0).tolist(),
                     )

@@ -46,6 +46,7 @@ from specvideo.paths import shipped, shown_path
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.config import default_threshold
 from specvideo.video.drafters import FrameDrafter, LearnedDrafter, make_drafter
+from specvideo.video.feature_check import FeatureCheck
 from specvideo.video.pipeline import SpeculativeVideoPipeline
 
 
@@ -113,6 +114,8 @@ def run_benchmark(
         config.seed,
         config.check_center,
         config.check_levels,
+        config.band_center,
+        _feature_check(config, model_dir),
     )
     rows = [
         row
@@ -160,7 +163,9 @@ class _Run:
         for k in range(seeds):
             out = run_method(method, self.pipe, self.pipes, clip, c, _seed(c.seed, index, k), steps)
             truth = self.truths[workload][len(samples[k])]  # this clip's (clips run in order)
-            samples[k].append(record_sample(out.frames, clip.context, clip.truth, self.patches[workload], truth.maps))
+            samples[k].append(
+                record_sample(out.frames, clip.context, clip.truth, self.patches[workload], truth.maps)
+            )
             if k == 0:
                 first = out
         for k in range(seeds, c.num_seeds):
@@ -249,6 +254,15 @@ def _drafters(
         else:
             pool[name] = learned
     return pool, notes
+
+
+def _feature_check(config: BenchVideoConfig, model_dir: Path) -> FeatureCheck | None:
+    """The learned check the injected table scores beside the pipeline's: ``--feature-check``, or
+    the model directory's ``check/`` when it has one."""
+    path = Path(config.feature_check) if config.feature_check else model_dir / "check"
+    if config.feature_check is None and not path.is_dir():
+        return None
+    return FeatureCheck.from_pretrained(path)
 
 
 def _learned_drafter(pipe, model_dir: Path | None) -> LearnedDrafter | None:

@@ -447,7 +447,7 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
         "--strengths",
         str(D.strength),
     ]
-    argv += ["--drafters", "copy", "--sweep-drafters", "flow"]
+    argv += ["--drafters", "copy", "--sweep-drafters", "flow", "--band-center", "1.5"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     # windows of P + 1 context frames (the typicality check's reference frame) and 2 generated ones
@@ -480,7 +480,10 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     assert copy["motion"] > 0 and copy["kid_time_spread"][0] == copy["kid_time_spread"][1]
     injected = {c["kind"]: c for c in out["injected"]}  # the check's AUC per kind of wrong draft
     assert injected["truth"]["auc"] is None and {"frozen", "shifted", "blurred", "flow-worst"} <= set(injected)
-    assert all(0 <= c["auc"] <= 1 and 0 <= c["auc_compare"] <= 1 for kind, c in injected.items() if kind != "truth")
+    candidates = ("auc", "auc_compare", "auc_compare_hint", "auc_band")
+    assert all(0 <= c[a] <= 1 for kind, c in injected.items() if kind != "truth" for a in candidates)
+    assert injected["frozen"]["auc_learned"] is None  # the model directory has no check/
+    assert "--band-center 1.5" in out["command"]
     assert not (tmp_path / "video_pareto.png").exists()
 
 
@@ -694,3 +697,6 @@ def test_the_comparing_check_scores_standing_still_exactly_one():
     moved = torch.rand(3, 3, SIZE, SIZE, generator=g) * 2 - 1
     scores = compare_round(verifier, window, moved, seed=3, levels=(100, 300))
     assert len(scores) == 3 and all(math.isfinite(s) and s > 0 for s in scores)
+    # against the flow frame as well: a draft that is the flow frame scores at most 1, never above
+    hinted = compare_round(verifier, window, moved, seed=3, levels=(100, 300), hint=moved)
+    assert all(h <= min(s, 1.0) + 1e-6 for h, s in zip(hinted, scores))
