@@ -108,7 +108,7 @@ def add(kinds) -> None:
         "--feature-check",
         metavar="DIR",
         default=d.feature_check,
-        help="the learned check (default: <model>/check)",
+        help="the learned check (default: the model's check/)",
     )
     v.add_argument("--num-draft-frames", "-k", metavar="K", type=int, default=d.num_draft_frames)
     v.add_argument("--refine-steps", metavar="M", type=int, default=d.num_refine_steps)

@@ -42,6 +42,7 @@ THRESHOLD_SWEEPS = {  # tau values swept by default, per metric, around each met
     "typicality": (0.2, 0.33, 0.5, 1.0),  # e(real) / e(draft): 1 is as typical as the real frame
     "ssim": (0.8, 0.9, 0.95, 0.97, 0.98, 0.99),  # SSIM scores of refined drafts sit near 1
     "psnr": (25.0, 30.0, 35.0, 40.0),
+    "features": (0.3, 0.5, 0.7),  # the learned check's P(true next frame); its own tau is stored with it
 }
 STRENGTHS = (0.6, 0.8, 1.0)
 TARGET_STEPS = (1, 2, 4, 8, 16)
@@ -220,7 +221,8 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
         for k in (config.num_draft_frames, *config.sweep_draft_frames)
         for m in (config.num_refine_steps, *config.sweep_refine_steps)
     }
-    refined = "ssim" if config.metric == "typicality" else config.metric  # refine-all refines and keeps
+    # refine-all refines and keeps: with a check that keeps the draft, it refines under SSIM
+    refined = "ssim" if config.metric in ("typicality", "features") else config.metric
     methods += [
         Method(
             f"refine-all-{d}{tail}",

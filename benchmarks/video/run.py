@@ -65,13 +65,17 @@ def run_benchmark(
     """
     start = time.perf_counter()
     pipe, model_dir = _load_pipeline(config, pipe)
+    if config.feature_check:  # the learned check named on the command line, over the model's own
+        pipe.feature_check = FeatureCheck.from_pretrained(Path(config.feature_check))
     machine = machine_info(pipe.device, packages=("diffusers",))  # load average at the start
     P = pipe.verifier.num_context_frames
     workloads = load_workloads(config, P + 1)  # P + 1: the typicality check's reference frame
     if not any(workloads.values()):
         raise ValueError("the workloads hold no clips")
     drafters, notes = _drafters(config, pipe, model_dir)
-    pipes = {name: SpeculativeVideoPipeline(pipe.verifier, d) for name, d in drafters.items()}
+    pipes = {
+        name: SpeculativeVideoPipeline(pipe.verifier, d, pipe.feature_check) for name, d in drafters.items()
+    }
     methods = build_methods(config, tuple(drafters))
     clips = [(w, clip) for w, cs in workloads.items() for clip in cs]
     estimate = estimate_runtime(config, methods, len(clips), *measure_costs(pipe, drafters, clips[0][1]))
@@ -90,12 +94,15 @@ def run_benchmark(
             if method.family != "target":
                 run.method(method, workload, index, clip, steps[workload])
     run.bar.close()
+    # the tables of the UNet's check: under --metric features the typicality check, the learned one
+    # has its own AUC column in the injected table
+    unet_metric = "typicality" if config.metric == "features" else config.metric
     local = true_context_checks(  # every drafter, each alone and pooled: the check's discrimination
         pipe.verifier,
         drafters,
         workloads,
         config.strengths,
-        config.metric,
+        unet_metric,
         config.num_draft_frames,
         steps,
         config.seed,
@@ -106,8 +113,8 @@ def run_benchmark(
     injected = injected_checks(
         pipe.verifier,
         workloads,
-        config.metric,
-        default_threshold(config.metric),
+        unet_metric,
+        default_threshold(unet_metric),
         config.num_draft_frames,
         D.strength,
         config.num_refine_steps,
@@ -115,7 +122,7 @@ def run_benchmark(
         config.check_center,
         config.check_levels,
         config.band_center,
-        _feature_check(config, model_dir),
+        pipe.feature_check,
     )
     rows = [
         row
@@ -254,15 +261,6 @@ def _drafters(
         else:
             pool[name] = learned
     return pool, notes
-
-
-def _feature_check(config: BenchVideoConfig, model_dir: Path) -> FeatureCheck | None:
-    """The learned check the injected table scores beside the pipeline's: ``--feature-check``, or
-    the model directory's ``check/`` when it has one."""
-    path = Path(config.feature_check) if config.feature_check else model_dir / "check"
-    if config.feature_check is None and not path.is_dir():
-        return None
-    return FeatureCheck.from_pretrained(path)
 
 
 def _learned_drafter(pipe, model_dir: Path | None) -> LearnedDrafter | None:

@@ -72,10 +72,11 @@ def load_drafter(path: str, name: str) -> FrameDrafter:
 
 
 def pipeline_for(drafter: str) -> SpeculativeVideoPipeline:
-    """The shipped UNet (loaded once) with the chosen drafter. The pipelines share the verifier and
+    """The shipped UNet (loaded once) and learned check with the chosen drafter. The pipelines share the verifier and
     its UNet-evaluation counter, so the video action runs one request at a time."""
     path = str(shipped("video"))
-    return SpeculativeVideoPipeline(load_pipeline(path).verifier, load_drafter(path, drafter))
+    shared = load_pipeline(path)
+    return SpeculativeVideoPipeline(shared.verifier, load_drafter(path, drafter), shared.feature_check)
 
 
 def read_context(path: str, num_context: int, config: AppConfig) -> VideoClip:
@@ -246,7 +247,9 @@ class VideoTab:
                     num_frames = gr.Slider(1, c.max_frames, value=d.num_frames, step=1, label="Frames")
                     k = gr.Slider(1, c.max_draft, value=d.num_draft_frames, step=1, label="Draft length k")
                 with gr.Row():
-                    threshold = gr.Number(value=d.tau, label="Threshold τ (typicality ≥ 0, SSIM ≤ 1, PSNR dB)")
+                    threshold = gr.Number(
+                        value=d.tau, label="Threshold τ (typicality ≥ 0, SSIM ≤ 1, PSNR dB)"
+                    )
                     metric = gr.Radio(list(METRICS), value=d.metric, label="Metric")
                 with gr.Row():
                     strength = gr.Slider(0.05, 1, value=d.strength, step=0.05, label="Strength s")

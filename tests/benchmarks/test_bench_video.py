@@ -476,15 +476,38 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     copy = generative[("clips", "draft-copy")]
     assert copy["kid_truth_spread"][0] == copy["kid_truth_spread"][1]  # deterministic: one run, no spread
     # judged with pretrained eyes too: a copy of the last frame has no motion, the truth's has some
-    assert target["fidelity_best_of_k"] <= target["fidelity"] + 1e-9 and target["kid_frames"] == target["kid_frames"]
+    assert (
+        target["fidelity_best_of_k"] <= target["fidelity"] + 1e-9
+        and target["kid_frames"] == target["kid_frames"]
+    )
     assert copy["motion"] > 0 and copy["kid_time_spread"][0] == copy["kid_time_spread"][1]
     injected = {c["kind"]: c for c in out["injected"]}  # the check's AUC per kind of wrong draft
-    assert injected["truth"]["auc"] is None and {"frozen", "shifted", "blurred", "flow-worst"} <= set(injected)
+    assert injected["truth"]["auc"] is None and {"frozen", "shifted", "blurred", "flow-worst"} <= set(
+        injected
+    )
     candidates = ("auc", "auc_compare", "auc_compare_hint", "auc_band")
     assert all(0 <= c[a] <= 1 for kind, c in injected.items() if kind != "truth" for a in candidates)
     assert injected["frozen"]["auc_learned"] is None  # the model directory has no check/
     assert "--band-center 1.5" in out["command"]
     assert not (tmp_path / "video_pareto.png").exists()
+
+
+def test_cli_runs_the_learned_check_as_a_method_and_scores_it_on_injected_drafts(model_dir, tmp_path, capsys):
+    from specvideo.video.feature_check import FeatureCheck, FeatureCheckConfig
+
+    FeatureCheck(FeatureCheckConfig(hidden=4, threshold=0.5)).save_pretrained(tmp_path / "check")
+    video = tmp_path / "in.mp4"
+    write_video(np.random.default_rng(1).integers(0, 256, (8, 24, 32, 3), dtype=np.uint8), video, fps=8)
+    argv = ["bench", "video", "--model", str(model_dir), "--no-write", "--json", "--clips", str(video)]
+    argv += ["--num-frames", "2", "--num-seeds", "1", "--target-steps", "1", "--metric", "features"]
+    argv += ["--thresholds", "0.5", "--strengths", "0.6", "--drafters", "copy", "--sweep-drafters", "flow"]
+    argv += ["--feature-check", str(tmp_path / "check")]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "spec-flow-s0.6-t0.5" in [r["method"] for r in out["rows"]]  # the learned check's own row
+    injected = {c["kind"]: c for c in out["injected"]}
+    assert 0 <= injected["frozen"]["auc_learned"] <= 1 and 0 <= injected["frozen"]["auc"] <= 1
+    assert f"--feature-check {tmp_path / 'check'}" in out["command"]
 
 
 @pytest.mark.parametrize(
