@@ -12,6 +12,7 @@ training saw only the first 70 %; the test split's clips whole), downscaled to a
 median over its frame pairs of the mean optical-flow speed (OpenCV DIS, pixels per frame at the
 working size); per clip the ``windows_per_clip`` non-overlapping candidates of most motion are kept
 (greedy, fastest first), then taken round-robin over the clips, the fastest of each first.
+``--clips`` files follow the same rule (every window of each file, or its moving ones).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip
                 raise ValueError(
                     f"{v.name} has {len(v.frames)} frames; a clip needs {P} context + {config.num_frames} frames = {total}"
                 )
-        return {"clips": [c for v in videos for c in _windows(v, P, total)]}
+        window = _moving_windows if config.windows == "moving" else _windows
+        return {"clips": [c for v in videos for c in window(v, P, total, config.windows_per_clip)]}
     workloads = {}
     if config.num_synthetic:
         seeds = SPLIT_SEEDS[config.split]

@@ -501,9 +501,10 @@ def test_cli_runs_the_learned_check_as_a_method_and_scores_it_on_injected_drafts
     argv = ["bench", "video", "--model", str(model_dir), "--no-write", "--json", "--clips", str(video)]
     argv += ["--num-frames", "2", "--num-seeds", "1", "--target-steps", "1", "--metric", "features"]
     argv += ["--thresholds", "0.5", "--strengths", "0.6", "--drafters", "copy", "--sweep-drafters", "flow"]
-    argv += ["--feature-check", str(tmp_path / "check")]
+    argv += ["--feature-check", str(tmp_path / "check"), "--windows", "moving", "--windows-per-clip", "1"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
+    assert len(out["clips"]["clips"]) == 1  # --clips files in moving windows too: the one of most motion
     assert "spec-flow-s0.6-t0.5" in [r["method"] for r in out["rows"]]  # the learned check's own row
     injected = {c["kind"]: c for c in out["injected"]}
     assert 0 <= injected["frozen"]["auc_learned"] <= 1 and 0 <= injected["frozen"]["auc"] <= 1
