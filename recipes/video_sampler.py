@@ -49,6 +49,7 @@ import torch.nn.functional as F
 from diffusers import UNet2DModel
 from diffusers.training_utils import EMAModel
 from einops import rearrange
+from safetensors.torch import load_file, save_file
 
 from recipes.video import Checkpointed, _ema_copy, num_params, run_stage
 from recipes.video_repa import Alignment, feature_loss
@@ -68,6 +69,7 @@ from specvideo.video.verifier import (
 )
 
 EVAL_TIMESTEPS = (50, 200, 400, 600, 800, 999)
+AUX_FILE = "aux.safetensors"  # a resume point's REPA projection
 
 
 @dataclass(frozen=True)
@@ -433,7 +435,8 @@ __all__ = ["Checkpointed", "SamplerConfig", "seed_checkpoint", "train_sampler", 
 
 def write_resume_point(cfg: SamplerConfig, out: str | Path) -> Path:
     """A committable resume point from <work>/sampler/checkpoint.pt: the model's and the EMA's
-    weights as fp16 safetensors (``unet/``, ``ema_unet/``) and ``resume.json`` (step, minutes, the
+    weights as fp16 safetensors (``unet/``, ``ema_unet/``), the REPA projection when the run has one
+    (``aux.safetensors``) and ``resume.json`` (step, minutes, the
     EMA's counters, the data RNG's state). The optimizer's moments are left out (twice the weights
     again); a resumed run starts them afresh."""
     work = Path(cfg.work) / "sampler"
@@ -452,6 +455,8 @@ def write_resume_point(cfg: SamplerConfig, out: str | Path) -> Path:
         ema.load_state_dict(saved["ema"])
         ema.copy_to(unet.parameters())
         unet.save_pretrained(tmp / "ema_unet")
+        if saved.get("aux") is not None:  # the REPA projection (recipes.video_repa), fp16 like the rest
+            save_file({k: v.half().contiguous() for k, v in saved["aux"].items()}, tmp / AUX_FILE)
         meta = {"step": saved["step"], "elapsed": saved["elapsed"], "ema_step": ema.optimization_step}
         (tmp / "resume.json").write_text(json.dumps({**meta, "rng": saved["rng"]}, indent=1))
     return out
@@ -470,5 +475,7 @@ def seed_checkpoint(cfg: SamplerConfig, resume_from: str | Path) -> Path:
     path = Path(cfg.work) / "sampler" / "checkpoint.pt"
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {"model": unet.state_dict(), "opt": opt.state_dict(), "ema": ema.state_dict()}
+    if (src / AUX_FILE).is_file():
+        state["aux"] = {k: v.float() for k, v in load_file(src / AUX_FILE).items()}
     torch.save({**state, "step": meta["step"], "elapsed": meta["elapsed"], "rng": meta["rng"]}, path)
     return path

@@ -273,10 +273,14 @@ def test_a_v_sampler_with_hint_dropout_trains_logs_its_check_and_exports_a_hint_
         DiffusionVerifier(v.unet, hint="flow", residual=True, check_hint=False)
 
 
-def test_repa_and_perceptual_terms_train_the_projection_and_resume_it(tmp_path):
+def test_repa_and_perceptual_terms_train_the_projection_and_resume_it(tmp_path, monkeypatch):
     from dataclasses import replace
 
     from recipes.video_repa import Alignment, feature_loss
+    from specvideo.video import pretrained
+
+    monkeypatch.setattr(pretrained, "_NETWORK", None)
+    pretrained.feature_maps(torch.zeros(1, 3, 32, 32))  # the network first loaded in inference mode
 
     unet = hinted().train()
     alignment = Alignment(unet.config.block_out_channels[-1], hidden=8)
@@ -313,3 +317,11 @@ def test_repa_and_perceptual_terms_train_the_projection_and_resume_it(tmp_path):
     assert vs.train_sampler(replace(cfg, steps=3))["steps"] == 3
     exported = vs.UNet2DModel.from_pretrained(tmp_path / "work/sampler/ema_unet")
     assert not any("projector" in k for k in exported.state_dict())  # dropped at export
+    point = vs.write_resume_point(cfg, tmp_path / "point")  # a resume point keeps the projection
+    seeded = torch.load(
+        vs.seed_checkpoint(replace(cfg, work=str(tmp_path / "w3")), point), weights_only=False
+    )
+    last = torch.load(tmp_path / "work/sampler/checkpoint.pt", weights_only=False)["aux"][
+        "projector.0.weight"
+    ]
+    torch.testing.assert_close(seeded["aux"]["projector.0.weight"], last, atol=1e-3, rtol=1e-2)
