@@ -88,8 +88,24 @@ def pair_features(before: torch.Tensor, last: torch.Tensor, drafts: torch.Tensor
     if not before.shape == last.shape == drafts.shape:
         raise ValueError(f"frames must share one shape, got {before.shape}, {last.shape}, {drafts.shape}")
     n = len(drafts)
-    maps = frame_maps(torch.cat([before, last, drafts]))  # (3n, h, w, c)
+    frames = torch.cat([before, last, drafts])  # (3n, 3, H, W)
+    # a round's drafts are the context of the drafts after them: each distinct frame is read once
+    unique, index = _distinct(frames)
+    maps = frame_maps(unique)[index]  # (3n, h, w, c)
     return features_from_maps((maps[:n], maps[n : 2 * n], maps[2 * n :]), (before, last, drafts))
+
+
+def _distinct(frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(m, ...) -> the distinct frames (u, ...) and, per frame, the index of its copy among them."""
+    kept: list[torch.Tensor] = []
+    index = []
+    for frame in frames:
+        at = next((i for i, k in enumerate(kept) if torch.equal(k, frame)), None)
+        if at is None:
+            kept.append(frame)
+            at = len(kept) - 1
+        index.append(at)
+    return torch.stack(kept), torch.tensor(index)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ def clip(n=4, size=64, seed=5):
     return frames_to_tensor(moving_shapes(seed, n, size))  # (n, 3, S, S)
 
 
-def test_features_tell_a_copy_a_blur_and_another_frame_from_the_next_frame():
+def test_features_tell_a_copy_a_blur_and_another_frame_from_the_next_frame(monkeypatch):
     x = clip()
     before, last, truth = x[0:1], x[1:2], x[2:3]
     other = frames_to_tensor(moving_shapes(99, 3, 64))[2:3]
@@ -30,6 +30,20 @@ def test_features_tell_a_copy_a_blur_and_another_frame_from_the_next_frame():
     assert f[3, move] > f[0, move]  # another clip's frame moves its features more than the next frame
     with pytest.raises(ValueError, match="share one shape"):
         pair_features(before, last, torch.zeros(1, 3, 32, 32))
+    # a round: each draft's context holds the drafts before it; every distinct frame is read once
+    from specvideo.video import feature_check
+
+    frames = clip(5)
+    before, last, drafts = frames[0:3], frames[1:4], frames[2:5]
+    calls = []
+    real = feature_check.frame_maps
+    monkeypatch.setattr(feature_check, "frame_maps", lambda x: calls.append(len(x)) or real(x))
+    shared = pair_features(before, last, drafts)
+    assert calls == [5]  # not 9
+    one_by_one = torch.cat(
+        [pair_features(before[i : i + 1], last[i : i + 1], drafts[i : i + 1]) for i in range(3)]
+    )
+    torch.testing.assert_close(shared, one_by_one, atol=1e-4, rtol=1e-4)
 
 
 def test_a_check_round_trips_in_fp16_and_scores_in_the_unit_interval(tmp_path):
