@@ -33,9 +33,10 @@ import torch.nn.functional as F
 from einops import rearrange
 
 from benchmarks.measure import roc_auc
+from specvideo.video import pretrained
 from specvideo.video.data import TRAIN_SEEDS, TUNING_SEEDS, moving_shapes
 from specvideo.video.drafters import FlowDrafter
-from specvideo.video.feature_check import FeatureCheck, FeatureCheckConfig, features_from_maps, frame_maps
+from specvideo.video.feature_check import FeatureCheck, FeatureCheckConfig, features_from_maps
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.real import NativeClips
 
@@ -97,24 +98,21 @@ def _drafts(triplets: torch.Tensor, rng: np.random.Generator) -> dict[str, torch
     }
 
 
-def examples(
-    triplets: torch.Tensor, rng: np.random.Generator
-) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor]:
+def examples(triplets: torch.Tensor, rng: np.random.Generator) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """-> features per kind {kind: (n, 8)}, and the flow drafts' pretrained distance to the truth (n,)."""
     drafts = _drafts(triplets, rng)
-    m_before, m_last = frame_maps(triplets[:, 0]), frame_maps(triplets[:, 1])
-    maps = {kind: m_last if kind == "frozen" else frame_maps(d) for kind, d in drafts.items()}
+    m_before, m_last = pretrained.feature_maps(triplets[:, 0]), pretrained.feature_maps(triplets[:, 1])
+    maps = {kind: m_last if kind == "frozen" else pretrained.feature_maps(d) for kind, d in drafts.items()}
     features = {
         kind: features_from_maps((m_before, m_last, maps[kind]), (triplets[:, 0], triplets[:, 1], d))
         for kind, d in drafts.items()
     }
-    distance = (maps["flow"] - maps["truth"]).flatten(1).norm(dim=1) / maps["truth"].flatten(1).norm(dim=1)
-    return features, distance
+    return features, pretrained.feature_distance(maps["flow"], maps["truth"])
 
 
 def labelled(features: dict[str, torch.Tensor], distance: torch.Tensor, good: float, bad: float):
-    """(N, 8) features, (N,) labels (1: accept) and the kind of each row; flow drafts by distance."""
-    rows, labels, kinds = [], [], []
+    """(N, 8) features and (N,) labels (1: accept); flow drafts labelled by their distance."""
+    rows, labels = [], []
     for kind, f in features.items():
         if kind == "flow":
             keep = (distance <= good) | (distance >= bad)
@@ -123,8 +121,7 @@ def labelled(features: dict[str, torch.Tensor], distance: torch.Tensor, good: fl
             y = torch.full((len(f),), float(kind == "truth"))
         rows.append(f)
         labels.append(y)
-        kinds += [kind] * len(f)
-    return torch.cat(rows), torch.cat(labels), kinds
+    return torch.cat(rows), torch.cat(labels)
 
 
 def fit(features: torch.Tensor, labels: torch.Tensor, cfg: CheckTrainConfig) -> FeatureCheck:
@@ -149,17 +146,13 @@ def train_check(cfg: CheckTrainConfig) -> dict:
     rng, start = np.random.default_rng(cfg.seed), time.time()
     train, train_distance = examples(_triplets("train", cfg.num_real, cfg.num_synthetic, cfg.crop, rng), rng)
     good, bad = (float(train_distance.quantile(q)) for q in (0.5, 0.75))
-    features, labels, _ = labelled(train, train_distance, good, bad)
+    features, labels = labelled(train, train_distance, good, bad)
     check = fit(features, labels, cfg)
-    tuning, tuning_distance = examples(
-        _triplets("tuning", cfg.num_tuning, cfg.num_tuning, cfg.crop, rng), rng
-    )
+    tuning, tuning_distance = examples(_triplets("tuning", cfg.num_tuning, cfg.num_tuning, cfg.crop, rng), rng)
     with torch.no_grad():
         scores = {kind: torch.sigmoid(check.logits(f)) for kind, f in tuning.items()}
     tau = float(scores["truth"].quantile(0.05))
-    state = check.state_dict()
-    check = FeatureCheck(replace(check.config, threshold=tau))
-    check.load_state_dict(state)
+    check.config = replace(check.config, threshold=tau)
     check.save_pretrained(cfg.out)
     truth = scores["truth"].tolist()
     worst = scores["flow"][tuning_distance >= float(tuning_distance.quantile(0.75))].tolist()

@@ -348,9 +348,7 @@ def check_ranks(unet, scheduler, clips, cond, noise, t_c, cfg: SamplerConfig) ->
         "frozen": clips[:, P - 1],
         "flow": flow,
         "shifted": torch.roll(flow, shifts=(max(1, H // 16), max(1, W // 16)), dims=(-2, -1)),
-        "blurred": F.avg_pool2d(
-            F.avg_pool2d(flow, 3, 1, 1, count_include_pad=False), 3, 1, 1, count_include_pad=False
-        ),
+        "blurred": F.avg_pool2d(F.avg_pool2d(flow, 3, 1, 1, count_include_pad=False), 3, 1, 1, count_include_pad=False),
         "other": truth.roll(1, dims=0),  # another clip's true frame
     }
     record = {}

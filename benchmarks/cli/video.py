@@ -27,26 +27,15 @@ def add(kinds) -> None:
         "--model", metavar="DIR", default=d.model, help="pipeline directory (default: models/video)"
     )
     v.add_argument(
-        "--split",
-        default=d.split,
-        choices=SPLITS + ("heldout",),
-        help="which evaluation split the clips come from (heldout: validation's old name)",
+        "--split", default=d.split, choices=SPLITS + ("heldout",), help="which evaluation split the clips come from (heldout: validation's old name)"
     )
     v.add_argument("--num-synthetic", metavar="N", type=int, default=d.num_synthetic, help="synthetic clips")
     v.add_argument("--num-real", metavar="N", type=int, default=d.num_real, help="real clips (0: none)")
     v.add_argument(
-        "--windows",
-        choices=("consecutive", "moving"),
-        default=d.windows,
+        "--windows", choices=("consecutive", "moving"), default=d.windows,
         help="real windows: consecutive (round-robin over the clips) or moving (per clip, the windows of most motion)",
     )
-    v.add_argument(
-        "--windows-per-clip",
-        metavar="M",
-        type=int,
-        default=d.windows_per_clip,
-        help="moving windows per clip",
-    )
+    v.add_argument("--windows-per-clip", metavar="M", type=int, default=d.windows_per_clip, help="moving windows per clip")
     v.add_argument(
         "--num-frames", metavar="N", type=int, default=d.num_frames, help="frames generated per clip"
     )
@@ -86,30 +75,15 @@ def add(kinds) -> None:
         v.add_argument(flag, metavar="LIST", type=parse, default=default, help=help)
     v.add_argument("--metric", default=d.metric, choices=METRICS, help="similarity scored against tau")
     v.add_argument(
-        "--check-center",
-        type=float,
-        default=d.check_center,
-        help="the typicality check's fold c (inf: one-sided)",
+        "--check-center", type=float, default=d.check_center, help="the typicality check's fold c (inf: one-sided)"
     )
     v.add_argument(
-        "--check-levels",
-        metavar="LIST",
-        type=ints,
-        default=d.check_levels,
-        help="the typicality check's noise levels t",
+        "--check-levels", metavar="LIST", type=ints, default=d.check_levels, help="the typicality check's noise levels t"
     )
     v.add_argument(
-        "--band-center",
-        type=float,
-        default=d.band_center,
-        help="report the two-sided band folded at this c (injected table)",
+        "--band-center", type=float, default=d.band_center, help="the injected table's two-sided band, folded at this c"
     )
-    v.add_argument(
-        "--feature-check",
-        metavar="DIR",
-        default=d.feature_check,
-        help="the learned check (default: the model's check/)",
-    )
+    v.add_argument("--feature-check", metavar="DIR", help="the learned check (default: the model's check/)")
     v.add_argument("--num-draft-frames", "-k", metavar="K", type=int, default=d.num_draft_frames)
     v.add_argument("--refine-steps", metavar="M", type=int, default=d.num_refine_steps)
     v.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
@@ -121,9 +95,7 @@ def add(kinds) -> None:
         help="full-sampler steps N of the corrections",
     )
     v.add_argument(
-        "--autocast",
-        choices=("off", "bf16", "auto"),
-        default=d.autocast,
+        "--autocast", choices=("off", "bf16", "auto"), default=d.autocast,
         help="run the verifier's UNet under bf16 autocast for every method",
     )
     add_seed_and_device(v, d.seed, d.device, seed_help="clip i uses seed + i for every method")

@@ -211,9 +211,7 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
     methods += [Method(f"first-target+{d}", "first-target", d) for d in sweep]
 
     def setting(d: str, tau: float, s: float, k: int, m: int) -> SpecSetting:
-        return SpecSetting(
-            d, tau, s, config.metric, k, m, config.schedule, config.check_center, config.check_levels
-        )
+        return SpecSetting(d, tau, s, config.metric, k, m, config.schedule, config.check_center, config.check_levels)
 
     shapes = {  # (k, m) -> the name's suffix
         (k, m): ("" if k == config.num_draft_frames else f"-k{k}")

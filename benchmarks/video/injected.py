@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from einops import rearrange
 
 from benchmarks.measure import roc_auc
-from benchmarks.video.local import compare_round, score_round, true_rounds
+from benchmarks.video.local import compare_ratios, score_round, true_rounds
 from benchmarks.video.workloads import BenchClip
 from specvideo.video import pretrained
 from specvideo.video.config import VIDEO_DEFAULTS as D
@@ -131,34 +131,20 @@ def injected_checks(
                 flow_round = flow.propose(window[None], k_w)[0].float()
                 drafts = bad_round(kind, window, flow_round, other, truth)
                 s = score_round(
-                    verifier,
-                    window,
-                    drafts,
-                    strength,
-                    metric,
-                    r_seed,
-                    num_refine_steps,
-                    before,
-                    levels,
-                    center,
+                    verifier, window, drafts, strength, metric, r_seed, num_refine_steps, before, levels, center
                 )
                 first.append(s[0] < threshold)
                 any_.append(min(s) < threshold)
                 scores.append(s[0])
                 every.append(s)
-                alt["compare"].append(compare_round(verifier, window, drafts[:1], r_seed, levels)[0])
-                alt["compare_hint"].append(
-                    compare_round(verifier, window, drafts[:1], r_seed, levels, flow_round[:1])[0]
-                )
+                ratios = compare_ratios(verifier, window, drafts[:1], r_seed, levels, flow_round[:1])  # (2, 1)
+                alt["compare"].append(float(ratios[0, 0]))  # against standing still
+                alt["compare_hint"].append(float(ratios[:, 0].min()))  # against it and the flow frame
                 if feature_check is not None:
                     alt["learned"].append(float(feature_check.score(window[None], drafts[:1])[0]))
                 similar.append(float(ssim(drafts, truth, data_range=2.0).mean()))
                 if kind == FLOW_WORST:
-                    far.append(
-                        pretrained.fidelity(
-                            pretrained.feature_maps(drafts[:1]), pretrained.feature_maps(truth[:1])
-                        )
-                    )
+                    far.append(pretrained.fidelity(pretrained.feature_maps(drafts[:1]), pretrained.feature_maps(truth[:1])))
             if far:  # keep the worst quarter of the flow rounds
                 cut = float(np.quantile(far, 0.75))
                 keep = [d >= cut for d in far]

@@ -115,12 +115,25 @@ def compare_round(
     levels: tuple[int, ...] = D.check_levels,
     hint: torch.Tensor | None = None,
 ) -> list[float]:
+    """The comparing check's score of each draft (``compare_ratios``): the smallest of its ratios."""
+    return compare_ratios(verifier, window, drafts, seed, levels, hint).min(dim=0).values.tolist()
+
+
+def compare_ratios(
+    verifier: DiffusionVerifier,
+    window: torch.Tensor,
+    drafts: torch.Tensor,
+    seed: int,
+    levels: tuple[int, ...] = D.check_levels,
+    hint: torch.Tensor | None = None,
+) -> torch.Tensor:
     """A comparing check (a diffusion model as a zero-shot classifier, Li et al. ICCV 2023): each
     draft's denoising error beside that of standing still (its context's last frame) under the same
     condition and noise draws; the score is error(still) / error(draft), averaged over the levels
     (> 1: the draft is more typical of the target than no motion; a frozen draft scores exactly 1).
     With ``hint`` (k, 3, H, W), the flow drafter's frames for the same positions, the score is the
-    smaller of the two ratios: the draft must beat standing still *and* the plain warp."""
+    smaller of the two ratios: the draft must beat standing still *and* the plain warp.
+    ``compare_ratios`` gives each rival's ratio, (1 or 2, k), from the one batched UNet call."""
     P, k = window.shape[0], drafts.shape[0]
     windows = torch.stack([torch.cat([window, drafts[:i]])[-P:] for i in range(k)])  # (k, P, 3, H, W)
     noise = torch.stack([_noise(seed, drafts.shape[1:], 2 * i + 1) for i in range(k)])  # the pipeline's draws
@@ -129,11 +142,9 @@ def compare_round(
     n = 1 + len(rivals)
     cond = verifier.condition(windows.to(device)).repeat(n, 1, 1, 1)  # drafts, then each rival
     candidates = torch.cat([drafts, *rivals]).to(device)  # (n k, 3, H, W)
-    error = verifier.denoising_error(
-        cond, candidates, levels, noise.repeat(n, 1, 1, 1).to(device)
-    )  # (n k, L)
+    error = verifier.denoising_error(cond, candidates, levels, noise.repeat(n, 1, 1, 1).to(device))  # (n k, L)
     ratios = [(error[j * k : (j + 1) * k] / error[:k].clamp(min=1e-12)).mean(dim=-1) for j in range(1, n)]
-    return torch.stack(ratios).min(dim=0).values.tolist()
+    return torch.stack(ratios)  # (n - 1, k)
 
 
 def true_context_checks(
@@ -164,9 +175,7 @@ def true_context_checks(
             for s in strengths:
                 rounds = [
                     _Round(
-                        score_round(
-                            verifier, w, d, s, metric, r_seed, num_refine_steps, before, levels, center
-                        ),
+                        score_round(verifier, w, d, s, metric, r_seed, num_refine_steps, before, levels, center),
                         ssim(d, truth, data_range=2.0).tolist(),
                         ssim(target, truth, data_range=2.0).tolist(),
                     )

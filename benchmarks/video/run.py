@@ -73,9 +73,7 @@ def run_benchmark(
     if not any(workloads.values()):
         raise ValueError("the workloads hold no clips")
     drafters, notes = _drafters(config, pipe, model_dir)
-    pipes = {
-        name: SpeculativeVideoPipeline(pipe.verifier, d, pipe.feature_check) for name, d in drafters.items()
-    }
+    pipes = {name: SpeculativeVideoPipeline(pipe.verifier, d, pipe.feature_check) for name, d in drafters.items()}
     methods = build_methods(config, tuple(drafters))
     clips = [(w, clip) for w, cs in workloads.items() for clip in cs]
     estimate = estimate_runtime(config, methods, len(clips), *measure_costs(pipe, drafters, clips[0][1]))
@@ -170,9 +168,7 @@ class _Run:
         for k in range(seeds):
             out = run_method(method, self.pipe, self.pipes, clip, c, _seed(c.seed, index, k), steps)
             truth = self.truths[workload][len(samples[k])]  # this clip's (clips run in order)
-            samples[k].append(
-                record_sample(out.frames, clip.context, clip.truth, self.patches[workload], truth.maps)
-            )
+            samples[k].append(record_sample(out.frames, clip.context, clip.truth, self.patches[workload], truth.maps))
             if k == 0:
                 first = out
         for k in range(seeds, c.num_seeds):

@@ -52,6 +52,7 @@ class BenchClip:
 def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip]]:
     """{"synthetic": ..., "real": ...} from the config's split, or {"clips": ...} from config.clips."""
     total = P + config.num_frames
+    window = _moving_windows if config.windows == "moving" else _windows
     if config.clips:
         videos = [_read_clip(p, config.max_side) for p in config.clips]
         for v in videos:
@@ -59,7 +60,6 @@ def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip
                 raise ValueError(
                     f"{v.name} has {len(v.frames)} frames; a clip needs {P} context + {config.num_frames} frames = {total}"
                 )
-        window = _moving_windows if config.windows == "moving" else _windows
         return {"clips": [c for v in videos for c in window(v, P, total, config.windows_per_clip)]}
     workloads = {}
     if config.num_synthetic:
@@ -68,7 +68,6 @@ def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip
         workloads["synthetic"] = [_clip(f"seed {seeds[i]}", v, P) for i, v in enumerate(synthetic)]
     if config.num_real:
         videos = load_real_videos(config.split, config.max_side, train_only=False)
-        window = _moving_windows if config.windows == "moving" else _windows
         per_video = [window(v, P, total, config.windows_per_clip) for v in videos]
         rounds = [
             c

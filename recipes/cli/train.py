@@ -147,17 +147,12 @@ def _add_train_video(kinds) -> None:
         help="the cosine ends at this share of the peak (1: constant after the warm-up)",
     )
     v.add_argument(
-        "--unroll",
-        type=int,
-        default=d.drafter_unroll,
-        help="frames each training clip is unrolled on the model's own outputs",
+        "--unroll", type=int, default=d.drafter_unroll, help="frames each training clip is unrolled on the model's own outputs"
     )
     v.add_argument("--batch-size", type=int, default=d.batch_size, help="clips per step")
     add_seed_and_device(v, d.seed, d.device)
     v.set_defaults(run=_run_train_video, stage="drafter")
-    e = kinds.add_parser(
-        "video-export", help="write models/video from the sampler stage and the drafter (fp16)"
-    )
+    e = kinds.add_parser("video-export", help="write models/video from the sampler stage and the drafter (fp16)")
     e.add_argument("--work", default=d.work)
     e.add_argument("--out", default=d.out)
     e.add_argument("--drafter", default="flow", choices=DRAFTERS, help="the pipeline's default drafter")
@@ -236,18 +231,8 @@ def _add_train_sampler(kinds) -> None:
     v.add_argument(
         "--hint-dropout", type=float, default=d.hint_dropout, help="share of samples with the hint zeroed"
     )
-    v.add_argument(
-        "--repa-weight",
-        type=float,
-        default=d.repa_weight,
-        help="REPA's weight (0 = off; recipes/video_repa.py)",
-    )
-    v.add_argument(
-        "--perceptual-weight",
-        type=float,
-        default=d.perceptual_weight,
-        help="the perceptual term's weight (0 = off)",
-    )
+    v.add_argument("--repa-weight", type=float, default=d.repa_weight, help="REPA's weight (0: off; recipes/video_repa.py)")
+    v.add_argument("--perceptual-weight", type=float, default=d.perceptual_weight, help="the perceptual term's (0: off)")
     v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
     v.add_argument("--eval-every", type=int, default=d.eval_every)
     v.add_argument("--threads", type=int, default=d.threads, help="torch threads (0 = torch's default)")
@@ -287,9 +272,7 @@ def _run_train_check(args: argparse.Namespace) -> int:
         ("--threads", args.threads, args.threads >= 0),
     )
     keys = ("out", "num_real", "num_synthetic", "num_tuning", "threads", "seed")
-    print(
-        json.dumps(train_check(replace(CheckTrainConfig(), **{k: getattr(args, k) for k in keys})), indent=2)
-    )
+    print(json.dumps(train_check(replace(CheckTrainConfig(), **{k: getattr(args, k) for k in keys})), indent=2))
     return 0
 
 
@@ -314,9 +297,7 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         ("--perceptual-weight", args.perceptual_weight, args.perceptual_weight >= 0),
     )
     if args.prediction != "x0" and (args.rollout_share or args.eval_rollout):
-        raise ValueError(
-            "--rollout-share and --eval-rollout sample with the residual x0 model: use them with --prediction x0"
-        )
+        raise ValueError("--rollout-share and --eval-rollout sample with the residual x0 model: use them with --prediction x0")
     cfg = replace(
         SamplerConfig(),
         **{k: getattr(args, k) for k in ("work", "init", "resume_from", "steps", "lr", "min_lr_ratio")},
@@ -347,12 +328,7 @@ def _run_train_video(args: argparse.Namespace) -> int:
             raise ValueError(f"--grid-frames must be >= 0, got {args.grid_frames}")
         cfg = replace(cfg, out=args.out, grid_frames=args.grid_frames)
         out = video.export(
-            cfg,
-            args.drafter,
-            args.context_noise_level,
-            args.sampler,
-            args.prediction,
-            not args.check_hint_free,
+            cfg, args.drafter, args.context_noise_level, args.sampler, args.prediction, not args.check_hint_free
         )
         print(f"wrote {out}")
         return 0

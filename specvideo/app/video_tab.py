@@ -247,9 +247,7 @@ class VideoTab:
                     num_frames = gr.Slider(1, c.max_frames, value=d.num_frames, step=1, label="Frames")
                     k = gr.Slider(1, c.max_draft, value=d.num_draft_frames, step=1, label="Draft length k")
                 with gr.Row():
-                    threshold = gr.Number(
-                        value=d.tau, label="Threshold τ (typicality ≥ 0, SSIM ≤ 1, PSNR dB)"
-                    )
+                    threshold = gr.Number(value=d.tau, label="Threshold τ (typicality ≥ 0, features 0-1, SSIM ≤ 1, PSNR dB)")
                     metric = gr.Radio(list(METRICS), value=d.metric, label="Metric")
                 with gr.Row():
                     strength = gr.Slider(0.05, 1, value=d.strength, step=0.05, label="Strength s")

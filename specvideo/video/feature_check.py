@@ -60,11 +60,6 @@ def _cell_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return 1 - a @ b.transpose(1, 2)
 
 
-def frame_maps(frames: torch.Tensor) -> torch.Tensor:
-    """(n, 3, H, W) in [-1, 1] -> (n, h, w, 1280) feature maps at a 224 px short side."""
-    return pretrained.feature_maps(frames.float().cpu())
-
-
 @torch.inference_mode()
 def features_from_maps(maps: tuple[torch.Tensor, ...], frames: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """The (n, 8) raw features (module docstring) from the maps (n, h, w, c) and frames
@@ -73,7 +68,7 @@ def features_from_maps(maps: tuple[torch.Tensor, ...], frames: tuple[torch.Tenso
     x_before, x_last, x_draft = (t.float().cpu() for t in frames)
     cross = _cell_distances(m_draft, m_last)  # (n, hw, hw)
     same_place = torch.diagonal(cross, dim1=1, dim2=2).mean(dim=1)  # (n,)
-    context = torch.diagonal(_cell_distances(m_last, m_before), dim1=1, dim2=2).mean(dim=1)
+    context = 1 - F.cosine_similarity(m_last, m_before, dim=-1).flatten(1).mean(dim=1)  # (n,)
     new, gone = cross.min(dim=2).values.mean(dim=1), cross.min(dim=1).values.mean(dim=1)
     energy = m_draft.flatten(1).norm(dim=1) / m_last.flatten(1).norm(dim=1).clamp(min=EPS)
     sharp = _laplacian_energy(x_draft) / _laplacian_energy(x_last).clamp(min=EPS)
@@ -91,7 +86,7 @@ def pair_features(before: torch.Tensor, last: torch.Tensor, drafts: torch.Tensor
     frames = torch.cat([before, last, drafts])  # (3n, 3, H, W)
     # a round's drafts are the context of the drafts after them: each distinct frame is read once
     unique, index = _distinct(frames)
-    maps = frame_maps(unique)[index]  # (3n, h, w, c)
+    maps = pretrained.feature_maps(unique)[index]  # (3n, h, w, c), at a 224 px short side
     return features_from_maps((maps[:n], maps[n : 2 * n], maps[2 * n :]), (before, last, drafts))
 
 

@@ -88,10 +88,7 @@ class SpeculativeVideoPipeline:
     _callback_tensor_inputs = ["frames", "stats"]
 
     def __init__(
-        self,
-        verifier: DiffusionVerifier,
-        drafter: FrameDrafter | None = None,
-        feature_check: FeatureCheck | None = None,
+        self, verifier: DiffusionVerifier, drafter: FrameDrafter | None = None, feature_check: FeatureCheck | None = None
     ):
         self.verifier = verifier
         self.feature_check = feature_check  # the "features" check (saved in check/), if any
@@ -167,9 +164,7 @@ class SpeculativeVideoPipeline:
         mode, num_frames, threshold = c.mode, c.num_frames, c.tau
         if c.metric == "features":
             if self.feature_check is None:
-                raise ValueError(
-                    "metric 'features' needs a learned check: this pipeline has no check/ directory"
-                )
+                raise ValueError("metric 'features' needs a learned check: this pipeline has no check/ directory")
             threshold = self.feature_check.config.threshold if c.threshold is None else c.threshold
         tensor_inputs = check_callback_inputs(
             callback_on_step_end_tensor_inputs, self._callback_tensor_inputs
@@ -184,9 +179,7 @@ class SpeculativeVideoPipeline:
         shape = tuple(prepared[0][0].shape[1:])  # (3, H', W'): padded to the UNet's multiple
         tau = -math.inf if mode == "draft" else threshold
         k = num_frames if mode == "draft" else c.num_draft_frames
-        rule = RowSchedules(
-            [make_schedule("constant" if mode == "draft" else c.schedule, k) for _ in prepared]
-        )
+        rule = RowSchedules([make_schedule("constant" if mode == "draft" else c.schedule, k) for _ in prepared])
         rows = VideoRows(  # each row drafts up to its own k: rows do not depend on each other
             [FrameHistory(c, P) for c, _ in prepared],
             [FrameNoise(g, shape, self.device) for g in generators],
@@ -206,9 +199,7 @@ class SpeculativeVideoPipeline:
             feature_check=self.feature_check,
         )
         verifier = VideoVerifier(self.verifier, rows, round_settings, stats)
-        drafter = VideoDrafter(
-            None if mode == "target" else self.drafter, rows, from_anchor=mode == "speculative"
-        )
+        drafter = VideoDrafter(None if mode == "target" else self.drafter, rows, from_anchor=mode == "speculative")
         bar = tqdm(total=num_frames * len(rows), desc=f"specvideo {mode}", disable=not progress, leave=False)
         for step in speculate(
             drafter, verifier, lambda d, s: threshold_accept(s, tau, d.lengths), rule, stats
@@ -251,9 +242,7 @@ class SpeculativeVideoPipeline:
         size = tuple(x.shape[-2:])  # (h, w)
         m = self.verifier.size_multiple
         if min(size) < m:
-            raise ValueError(
-                f"context frames of {size[0]} x {size[1]} are smaller than the model's {m} x {m} minimum"
-            )
+            raise ValueError(f"context frames of {size[0]} x {size[1]} are smaller than the model's {m} x {m} minimum")
         return pad_to_multiple(x, m).clamp(-1, 1).to(self.device), size
 
     @staticmethod
@@ -279,9 +268,7 @@ class SpeculativeVideoPipeline:
             (tmp / "drafter").mkdir()
             if isinstance(self.drafter, LearnedDrafter):
                 self.drafter.save_pretrained(tmp / "drafter")
-            (tmp / "drafter" / "drafter.json").write_text(
-                json.dumps({"name": default_drafter or self.drafter_name})
-            )
+            (tmp / "drafter" / "drafter.json").write_text(json.dumps({"name": default_drafter or self.drafter_name}))
             if self.feature_check is not None:
                 self.feature_check.save_pretrained(tmp / "check")
             index = {
@@ -350,9 +337,7 @@ class SpeculativeVideoPipeline:
 AUTOCAST = ("off", "bf16", "auto")
 
 
-def resolve_autocast(
-    value: str | torch.dtype | None, device: torch.device | str = "cpu"
-) -> torch.dtype | None:
+def resolve_autocast(value: str | torch.dtype | None, device: torch.device | str = "cpu") -> torch.dtype | None:
     """The dtype the verifier's UNet runs under autocast: "bf16" (or torch.bfloat16) bf16, "auto"
     bf16 where ``device`` computes it natively (a CPU's bf16 units, ``specvideo.device``),
     "off" / None none."""

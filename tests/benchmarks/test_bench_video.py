@@ -476,10 +476,7 @@ def test_cli_json_with_clip_files(model_dir, tmp_path, capsys):
     copy = generative[("clips", "draft-copy")]
     assert copy["kid_truth_spread"][0] == copy["kid_truth_spread"][1]  # deterministic: one run, no spread
     # judged with pretrained eyes too: a copy of the last frame has no motion, the truth's has some
-    assert (
-        target["fidelity_best_of_k"] <= target["fidelity"] + 1e-9
-        and target["kid_frames"] == target["kid_frames"]
-    )
+    assert target["fidelity_best_of_k"] <= target["fidelity"] + 1e-9 and target["kid_frames"] == target["kid_frames"]
     assert copy["motion"] > 0 and copy["kid_time_spread"][0] == copy["kid_time_spread"][1]
     injected = {c["kind"]: c for c in out["injected"]}  # the check's AUC per kind of wrong draft
     assert injected["truth"]["auc"] is None and {"frozen", "shifted", "blurred", "flow-worst"} <= set(

@@ -240,9 +240,7 @@ def test_v_prediction_recovers_x0_and_dropped_hints_are_zeros():
             return type("Out", (), {"sample": v})
 
     cond = torch.zeros(4, 3 * P + 3, 16, 16)
-    torch.testing.assert_close(
-        vs.model_x0(Oracle(), scheduler, x_t, cond, t, None, "v"), x0, atol=1e-4, rtol=0
-    )
+    torch.testing.assert_close(vs.model_x0(Oracle(), scheduler, x_t, cond, t, None, "v"), x0, atol=1e-4, rtol=0)
     cond = torch.ones(1000, 3 * P + 3, 2, 2)
     dropped = vs.drop_hint(cond, 0.5, np.random.default_rng(0))
     zero = dropped[:, -3:].abs().sum(dim=(1, 2, 3)) == 0  # (1000,)
@@ -259,14 +257,8 @@ def test_a_v_sampler_with_hint_dropout_trains_logs_its_check_and_exports_a_hint_
     result = vs.train_sampler(cfg)
     assert {"check_t300_frozen", "check_t100_flow", "check_t500_other"} <= set(result)
     assert all(0 <= result[k] <= 1 for k in result if k.startswith("check_"))
-    out = export(
-        VideoTrainConfig(work=str(tmp_path / "work"), out=str(tmp_path / "out"), grid_frames=0),
-        "flow",
-        0,
-        "ddpm",
-        prediction="v",
-        check_hint=False,
-    )
+    out = export(VideoTrainConfig(work=str(tmp_path / "work"), out=str(tmp_path / "out"), grid_frames=0),
+                 "flow", 0, "ddpm", prediction="v", check_hint=False)
     v = SpeculativeVideoPipeline.from_pretrained(out).verifier
     assert (v.residual, v.check_hint, v.scheduler.config.prediction_type) == (False, False, "v_prediction")
     with pytest.raises(ValueError, match="check_hint=False scores drafts on the hint-free branch"):

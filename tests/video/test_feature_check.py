@@ -31,13 +31,13 @@ def test_features_tell_a_copy_a_blur_and_another_frame_from_the_next_frame(monke
     with pytest.raises(ValueError, match="share one shape"):
         pair_features(before, last, torch.zeros(1, 3, 32, 32))
     # a round: each draft's context holds the drafts before it; every distinct frame is read once
-    from specvideo.video import feature_check
+    from specvideo.video import pretrained
 
     frames = clip(5)
     before, last, drafts = frames[0:3], frames[1:4], frames[2:5]
     calls = []
-    real = feature_check.frame_maps
-    monkeypatch.setattr(feature_check, "frame_maps", lambda x: calls.append(len(x)) or real(x))
+    real = pretrained.feature_maps
+    monkeypatch.setattr(pretrained, "feature_maps", lambda x: calls.append(len(x)) or real(x))
     shared = pair_features(before, last, drafts)
     assert calls == [5]  # not 9
     one_by_one = torch.cat(
