@@ -36,3 +36,9 @@ def test_readme_links_resolve_inside_the_repository():
         target = (ROOT / link.split("#")[0]).resolve()
         assert target.is_relative_to(ROOT) and target.exists(), link
     assert "../" not in README
+
+
+def test_the_readme_is_a_short_guide_without_history():
+    assert len(README.splitlines()) <= 250, "long explanations belong in docs/GUIDE.md"
+    assert not re.search(r"(?<![\w#&])#\d+\b", README), "issue numbers and history belong in docs/"
+    assert "docs/GUIDE.md" in README
