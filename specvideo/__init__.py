@@ -7,7 +7,7 @@ The main entry points of both sides, imported on first use (``import specvideo``
 
 from __future__ import annotations
 
-import importlib
+from specvideo.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -27,13 +27,4 @@ _EXPORTS = {
 }
 
 __all__ = ["__version__", *_EXPORTS]
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'specvideo' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -31,6 +31,27 @@ def test_video_and_top_level_exports():
         specvideo.Nope  # noqa: B018
 
 
+def test_the_settings_import_nothing_heavy():
+    code = (
+        "import sys\n"
+        "from specvideo.text.config import TEXT_DEFAULTS, DRAFTERS\n"
+        "from specvideo.video.config import VIDEO_DEFAULTS\n"
+        "from specvideo.text import TextConfig\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'diffusers', 'cv2') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+        "assert 'ngram' in DRAFTERS and TextConfig is type(TEXT_DEFAULTS)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+
+
+def test_the_drafter_catalog_and_its_builders_name_the_same_drafters():
+    from specvideo.text.drafting.catalog import DRAFTER_SPECS
+    from specvideo.text.drafting.registry import BUILDERS
+
+    assert list(BUILDERS) == list(DRAFTER_SPECS)
+
+
 def test_loading_prints_no_accelerate_warning():
     code = (
         "from specvideo.video import SpeculativeVideoPipeline\n"

@@ -75,7 +75,7 @@ def build_methods(
     (``head``: the draft head the head drafters run)."""
     from specvideo.text import SpeculativeGenerator
     from specvideo.text.config import HEAD_DRAFTERS, SELF_DRAFTERS
-    from specvideo.text.drafting.registry import spec_of
+    from specvideo.text.drafting.catalog import spec_of
 
     n, top_p = config.max_new_tokens, config.top_p
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))

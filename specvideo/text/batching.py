@@ -31,7 +31,7 @@ import torch
 
 from specvideo.core.types import SpecStats, Step
 from specvideo.text.drafting.drafters import HybridDrafter, NGramDrafter
-from specvideo.text.drafting.registry import spec_of
+from specvideo.text.drafting.catalog import spec_of
 from specvideo.text.generation import RowOutput, row_output
 from specvideo.text.prompts import encode_prompt
 from specvideo.text.runtime.state import CausalLMState

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from specvideo.settings import Settings
-from specvideo.text.drafting.registry import DRAFTER_SPECS
+from specvideo.text.drafting.catalog import DRAFTER_SPECS
 
-# the drafters by name, each with what it needs (specvideo.text.drafting.registry); these tuples are
-# read off the registry: the CLI's choices and the checks
+# the drafters by name, each with what it needs (specvideo.text.drafting.catalog: plain data, so the
+# settings import no torch); these tuples are read off it: the CLI's choices and the checks
 DRAFTERS = tuple(DRAFTER_SPECS)
 HEAD_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.needs == "head")  # a head on the target's features
 LEAN_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.lean)  # run the draft with LeanLlama

@@ -19,7 +19,8 @@ import torch
 from specvideo.core.schedule import make_schedule
 from specvideo.core.types import SpecStats
 from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TextConfig, default_drafter
-from specvideo.text.drafting.registry import DraftParts, spec_of
+from specvideo.text.drafting.catalog import spec_of
+from specvideo.text.drafting.registry import DraftParts, build_drafter
 from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
 from specvideo.text.generation import Run, TextOutput, accept_rule, cut_at_stop, fim_prompt, stop_rules
 from specvideo.text.models.precision import LEAN_MODEL_TYPES
@@ -36,7 +37,7 @@ OWN = ("draft_vocab",)
 class SpeculativeGenerator:
     """Speculative text generation over a ``TextModels`` with the settings of a ``TextConfig``.
 
-    drafter: one of ``specvideo.text.drafting.registry.DRAFTER_SPECS`` (None: the models' own, else
+    drafter: one of ``specvideo.text.drafting.catalog.DRAFTER_SPECS`` (None: the models' own, else
     ``default_drafter``): "model" (the draft causal LM through transformers), "lean" (the same Llama
     draft run by ``LeanLlama``, much less per-call overhead on CPU), "hybrid" (prompt lookup when
     the context's last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no
@@ -290,7 +291,7 @@ class SpeculativeGenerator:
             self.models.draft_for(spec), runner, self.models.vocab_size, sampling, generator, verifier,
             prompt.batch_size, self.config, row_sampler,
         )
-        built = spec.build(parts)
+        built = build_drafter(drafter or self.config.drafter, parts)
         packing = lambda: self.models.packing(spec)  # noqa: E731 - a context per round loop
         with packing():
             for part in (verifier, built):

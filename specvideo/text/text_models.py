@@ -21,7 +21,7 @@ from transformers import PreTrainedModel
 
 from specvideo.device import packs_float32
 from specvideo.paths import shipped
-from specvideo.text.drafting.registry import DrafterSpec, spec_of
+from specvideo.text.drafting.catalog import DrafterSpec, spec_of
 from specvideo.text.models.head import DraftHead
 from specvideo.text.models.loading import (
     check_context,

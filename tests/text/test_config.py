@@ -4,7 +4,7 @@ defaults of generate; keyword arguments of the same names go over it; unknown na
 import pytest
 
 from specvideo.text import TEXT_DEFAULTS, SpeculativeGenerator, TextConfig
-from specvideo.text.drafting.registry import DRAFTER_SPECS
+from specvideo.text.drafting.catalog import DRAFTER_SPECS
 from tests.helpers import save_model_dir, tiny_tokenizer
 
 

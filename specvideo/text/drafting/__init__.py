@@ -1,2 +1,3 @@
 """The drafters: chains (``drafters``), token trees (``tree_drafters``), the draft head's
-(``head_drafters``), and the registry that builds each by name from the parts a run owns (``registry``)."""
+(``head_drafters``), what each is by name (``catalog``, plain data) and how a run builds each from the
+parts it owns (``registry``)."""
