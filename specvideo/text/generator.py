@@ -22,7 +22,7 @@ from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TextConfig, defa
 from specvideo.text.drafting.catalog import spec_of
 from specvideo.text.drafting.registry import DraftParts, build_drafter
 from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
-from specvideo.text.generation import Run, TextOutput, accept_rule, cut_at_stop, fim_prompt, stop_rules
+from specvideo.text.run import Run, TextOutput, accept_rule, cut_at_stop, fim_prompt, stop_rules
 from specvideo.text.models.precision import LEAN_MODEL_TYPES
 from specvideo.text.models.vocab import check_size, draft_vocabulary
 from specvideo.text.prompts import EncodedPrompt, encode_prompt

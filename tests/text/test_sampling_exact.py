@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-import specvideo.text.generation as generation_module
+import specvideo.text.run as run_module
 from specvideo.core.types import Verdict
 from specvideo.text import SamplingConfig, SpeculativeGenerator
 from specvideo.text.sampling import to_probs
@@ -122,7 +122,7 @@ def test_accepting_every_draft_token_fails_the_same_test(models, monkeypatch):
         bonus = torch.multinomial(p[:, -1], 1, generator=generator).squeeze(1)
         return Verdict(num_accepted=lengths.clone(), next_item=bonus)
 
-    monkeypatch.setattr(generation_module, "rejection_sample", accept_all)
+    monkeypatch.setattr(run_module, "rejection_sample", accept_all)
     gen = SpeculativeGenerator.from_models(target, draft=draft, num_draft_tokens=3, schedule="constant")
     observed, stats = sampled_joint(gen, sampling, seed=11)
     assert stats.acceptance_rate == 1.0

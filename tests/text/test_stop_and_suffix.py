@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.generation import cut_at_stop, stop_rules
+from specvideo.text.run import cut_at_stop, stop_rules
 from specvideo.text.prompts import FIM_TOKENS, fim_ids
 from tests.helpers import tiny_llama, tiny_tokenizer
 
