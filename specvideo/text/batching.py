@@ -30,10 +30,10 @@ from typing import Any
 import torch
 
 from specvideo.core.types import SpecStats, Step
-from specvideo.text.drafting.drafters import HybridDrafter, NGramDrafter
 from specvideo.text.drafting.catalog import spec_of
-from specvideo.text.run import RowOutput, row_output
+from specvideo.text.drafting.drafters import HybridDrafter, NGramDrafter
 from specvideo.text.prompts import encode_prompt
+from specvideo.text.run import RowOutput, row_output
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig, to_probs
 from specvideo.text.verifier import TargetVerifier

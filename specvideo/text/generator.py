@@ -22,10 +22,10 @@ from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TextConfig, defa
 from specvideo.text.drafting.catalog import spec_of
 from specvideo.text.drafting.registry import DraftParts, build_drafter
 from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
-from specvideo.text.run import Run, TextOutput, accept_rule, cut_at_stop, fim_prompt, stop_rules
 from specvideo.text.models.precision import LEAN_MODEL_TYPES
 from specvideo.text.models.vocab import check_size, draft_vocabulary
 from specvideo.text.prompts import EncodedPrompt, encode_prompt
+from specvideo.text.run import Run, TextOutput, accept_rule, cut_at_stop, fim_prompt, stop_rules
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.text_models import TextModels, copies_for
 from specvideo.text.verifier import TargetVerifier

@@ -132,3 +132,51 @@ def tree_verdict(draft: Draft, evidence: torch.Tensor, generator: torch.Generato
     return Verdict(
         num_accepted=torch.tensor([len(path)], device=device), next_item=torch.tensor([nxt], device=device), path=path
     )
+
+
+# a tree in a run's state (batch 1, no holes): the n nodes in one forward, each seeing its
+# ancestors only, then the accepted path's cache slots kept in sequence order
+
+
+@torch.inference_mode()
+def forward_tree(state, tree: TokenTree) -> torch.Tensor:
+    """Feed ``state``'s pending tokens (the last of them is the tree's root) then the tree's n nodes
+    in one forward: each node sees the cache, the pending tokens and its own ancestors, at position
+    root + depth. Returns logits (1, n + 1, V) after the root and after each node. Batch 1 with no
+    holes only: a ragged batch's rows would need a tree each (``keep_tree_path`` compacts)."""
+    if state.batch_size != 1 or not state.full or len(state.live) != 1:
+        raise ValueError("token trees are verified one sequence at a time (batch 1): use a chain for batches")
+    w, n, L, device = state.pending_width, tree.size, state.length, state.device
+    # (w + n, L + w + n): causal over the cache and the pending block, then the tree's own mask
+    mask = torch.ones(w + n, L + w + n, dtype=torch.bool, device=device)
+    mask[:w, L:] = torch.ones(w, w + n, dtype=torch.bool, device=device).tril()
+    mask[w:, L + w :] = tree_attention_mask(tree.parents).to(device)
+    positions = state.num_tokens[:, None] + torch.cat(
+        [torch.arange(w, device=device), w - 1 + tree.depths.to(device)]
+    )[None]  # (1, w + n)
+    tokens = torch.cat([state.pending, tree.tokens.to(device)[None]], dim=1)  # (1, w + n)
+    dtype = state.model.dtype
+    additive = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(
+        ~mask, torch.finfo(dtype).min
+    )  # added to the attention scores: transformers' eager and SDPA paths and LeanLlama alike
+    out = state.call_model(tokens, additive[None, None], positions, n + 1)
+    state.mask = torch.ones(1, L + w + n, dtype=torch.bool, device=device)
+    state.num_tokens = state.num_tokens + w + n
+    state.pending, state.pending_valid = tokens[:, :0], state.pending_valid[:, :0]
+    state.finish_forward()
+    return out.logits[:, -(n + 1) :].float()  # (1, n + 1, V)
+
+
+@torch.inference_mode()
+def keep_tree_path(state, tree: TokenTree, path: list[int]) -> None:
+    """After ``forward_tree(state, tree)``: keep the cache up to the root and the slots of ``path``
+    (node indices, root first), in that order; the other nodes' slots go. Keys carry their rotary
+    positions (root + depth), which are the positions the path's tokens have in sequence."""
+    start = state.length - tree.size  # the first tree slot
+    source = start + torch.tensor(path, dtype=torch.long, device=state.device)  # (m,) the path's slots
+    state.cache.move_slots(source, start)
+    width = start + len(path)
+    state.cache.crop_to(width)
+    state.round_start = min(state.round_start, width)
+    state.mask = torch.ones(1, width, dtype=torch.bool, device=state.device)
+    state.num_tokens = torch.full_like(state.num_tokens, width)

@@ -11,6 +11,7 @@ from specvideo.core.types import Draft, Verdict
 from specvideo.text.models.loading import context_length
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig, to_probs
+from specvideo.text.tree import forward_tree, keep_tree_path
 
 
 class TargetVerifier:
@@ -77,7 +78,7 @@ class TargetVerifier:
         self._width = self.state.pending_width
         start = time.perf_counter()
         if draft.tree is not None:  # n nodes in one forward, each seeing its ancestors only
-            logits = self.state.forward_tree(draft.tree)  # (1, n+1, V)
+            logits = forward_tree(self.state, draft.tree)  # (1, n+1, V)
         else:
             logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
         self.forward_seconds += time.perf_counter() - start  # on CPU: the forward's own time
@@ -122,7 +123,7 @@ class TargetVerifier:
         """The accepted path and the next token; the cache keeps the path's slots only."""
         new = [int(draft.tree.tokens[i]) for i in verdict.path] + [int(verdict.next_item[0])]
         emitted = [self._emit(0, new) if bool(self.active[0]) else []]
-        self.state.keep_tree_path(verdict.path)
+        keep_tree_path(self.state, draft.tree, verdict.path)
         self.state.push(verdict.next_item[:, None])
         return emitted
 

@@ -8,7 +8,9 @@ from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.tree import (
     TokenTree,
+    forward_tree,
     greedy_tree_accept,
+    keep_tree_path,
     sampled_tree_accept,
     tree_attention_mask,
     tree_depths,
@@ -88,7 +90,7 @@ def test_tree_forward_scores_every_path_and_compaction_keeps_the_cache_exact(lea
     state.push(torch.tensor([[9]]))  # the root: the last committed token, not yet cached
     tree = TokenTree(torch.tensor([20, 21, 22, 23, 24, 25]), PARENTS)
     state.mark_round()
-    logits = state.forward_tree(tree)  # (1, n + 1, V)
+    logits = forward_tree(state, tree)  # (1, n + 1, V)
     context = prompt + [9]
     torch.testing.assert_close(logits[0, 0], _sequential_logits(model, context), atol=1e-4, rtol=1e-4)
     for node in range(tree.size):
@@ -97,7 +99,7 @@ def test_tree_forward_scores_every_path_and_compaction_keeps_the_cache_exact(lea
             path.insert(0, int(tree.tokens[up]))
             up = int(tree.parents[up])
         torch.testing.assert_close(logits[0, node + 1], _sequential_logits(model, context + path), atol=1e-4, rtol=1e-4)
-    state.keep_tree_path([1, 4])  # a path that is not the first branch
+    keep_tree_path(state, tree, [1, 4])  # a path that is not the first branch
     assert state.length == len(context) + 2 and int(state.num_tokens) == len(context) + 2
     state.push(torch.tensor([[30]]))
     after = state.forward()[0, -1]
@@ -128,9 +130,9 @@ def test_greedy_with_trees_equals_the_targets_own_greedy(lean):
                 break
         tree = TokenTree(torch.tensor(tokens), torch.tensor(parents))
         state.mark_round()
-        argmax = state.forward_tree(tree)[0].argmax(-1)  # (n + 1,)
+        argmax = forward_tree(state, tree)[0].argmax(-1)  # (n + 1,)
         path, nxt = greedy_tree_accept(argmax, tree)
-        state.keep_tree_path(path)
+        keep_tree_path(state, tree, path)
         state.push(torch.tensor([[nxt]]))
         out += [int(tree.tokens[i]) for i in path] + [nxt]
     assert out[:24] == own
@@ -140,7 +142,7 @@ def test_trees_refuse_a_batch():
     model = tiny_llama(64, seed=0)
     state = CausalLMState(model, torch.tensor([[1, 2], [3, 4]]), torch.ones(2, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="batch 1"):
-        state.forward_tree(TokenTree.chain(torch.tensor([5])))
+        forward_tree(state, TokenTree.chain(torch.tensor([5])))
 
 
 def test_lookup_tree_merges_the_continuations_of_several_occurrences():

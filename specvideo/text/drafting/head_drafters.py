@@ -162,7 +162,7 @@ class _Expansion:
 
     def __init__(self, state: CausalLMState, root_logq: torch.Tensor, root_feature: torch.Tensor, width: int):
         self.state, self.cache, self.width = state, state.cache, width
-        self.base = self.cache.get_seq_length()  # (slots) the committed context, root included
+        self.base = self.cache.length  # (slots) the committed context, root included
         self.root_position = int(state.num_tokens[0]) - 1
         self.tokens: list[int] = []
         self.parents: list[int] = []
@@ -212,7 +212,7 @@ class _Expansion:
             input_ids=torch.tensor([[self.tokens[i] for i in chosen]], device=device),
             attention_mask=additive[None, None],  # (1, 1, m, base + tree slots)
             position_ids=torch.tensor([[self.root_position + self.depths[i] for i in chosen]], device=device),
-            cache=self.cache,
+            cache=self.cache.native,
             logits_to_keep=m,
             features=torch.stack([self.features[self.parents[i]] for i in chosen])[None],  # (1, m, d)
             output_hidden_states=True,
@@ -228,7 +228,7 @@ class _Expansion:
     def best(self, max_nodes: int) -> TokenTree:
         """The ``max_nodes`` highest-scoring nodes (ties: the shallower first, so a parent precedes
         its child), in topological order; the tree slots leave the head's cache."""
-        self.cache.crop(self.base - self.cache.get_seq_length())
+        self.cache.crop_to(self.base)
         keep = sorted(range(len(self.tokens)), key=lambda i: (-self.scores[i], self.depths[i]))[:max_nodes]
         keep = sorted(keep, key=lambda i: (self.depths[i], i))
         index = {node: j for j, node in enumerate(keep)}

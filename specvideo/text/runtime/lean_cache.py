@@ -1,4 +1,5 @@
-"""LeanLlama's KV cache: keys and values of every layer in one preallocated buffer."""
+"""LeanLlama's KV cache: keys and values of every layer in one preallocated buffer. It implements
+the state's cache contract (``kv_cache.SlotCache``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch.nn.functional as F
 
 class LeanCache:
     """Preallocated keys and values in one buffer (layers, 2, B, H_kv, capacity, D), so a layer writes
-    both with one copy; ``crop(-n)`` drops the last n slots.
+    both with one copy; ``crop_to(n)`` keeps the first n slots.
 
     ``length`` counts the slots of the state's shared slot axis, where rows that kept different
     counts have holes. With ``by_position`` (an invariant model's cache) a row's keys lie at slots
@@ -30,6 +31,7 @@ class LeanCache:
         )  # zeros: a masked slot of invariant attention stays finite
         self.length = 0
         self.by_position = by_position
+        self.native = self  # what LeanLlama's forward takes
 
     def reserve(self, n: int) -> None:
         capacity = self.kv.shape[4]
@@ -38,14 +40,14 @@ class LeanCache:
             pad[4] = max(capacity, self.length + n - capacity)
             self.kv = torch.cat([self.kv, self.kv.new_zeros(pad)], dim=4)
 
-    def crop(self, tokens_to_remove: int) -> None:
-        self.length += tokens_to_remove  # negative: remove that many slots
+    def crop_to(self, length: int) -> None:
+        self.length = min(self.length, length)
 
-    def batch_select_indices(self, rows: torch.Tensor) -> None:
+    def select_rows(self, rows: torch.Tensor) -> None:
         """Keep only these batch rows (finished rows leave the batch)."""
         self.kv = self.kv[:, :, rows]
 
-    def admit(self, other: LeanCache) -> None:
+    def admit(self, other: LeanCache, other_rows: int = 0) -> None:
         """Append ``other``'s batch rows; both keep their slots from slot 0 (the shorter side's
         extra slots are holes the caller masks)."""
         capacity = max(self.kv.shape[4], other.kv.shape[4])
@@ -68,8 +70,17 @@ class LeanCache:
         accepted path to where it lies in sequence); the slots after them are left for ``crop``."""
         self.kv[:, :, :, :, start : start + len(source)] = self.kv[:, :, :, :, source]
 
-    def get_seq_length(self) -> int:
-        return self.length
+    def snapshot(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Copies of row 0's first n slots: per layer (keys, values) (1, H_kv, n, D)."""
+        return [(self.kv[i, 0, :1, :, :n].clone(), self.kv[i, 1, :1, :, :n].clone()) for i in range(self.kv.shape[0])]
+
+    def restore(self, layers: list[tuple[torch.Tensor, torch.Tensor]], n: int) -> None:
+        """An empty batch-1 cache takes n slots of ``snapshot``'s form."""
+        self.reserve(n)
+        for i, (keys, values) in enumerate(layers):
+            self.kv[i, 0, :, :, :n] = keys[:, :, :n]
+            self.kv[i, 1, :, :, :n] = values[:, :, :n]
+        self.length = n
 
 
 def _pad_capacity(kv: torch.Tensor, capacity: int) -> torch.Tensor:

@@ -18,6 +18,11 @@ Finished rows leave the batch: ``retire`` drops their cache rows, so they cost n
 compute. Callers keep speaking in the original rows: tokens go in as (B, n), logits come out as
 (B, n, V) (zeros for retired rows). When holes make up a large part of the cache, ``rollback``
 repacks every row's real slots to the left, so a ragged batch's cache stays near the longest row.
+
+This module feeds the model (a prompt in an invariant model's chunks included); the rows' jobs
+(admit, retire, rollback, repack) are ``rows.BatchRows``'; the cache is any ``kv_cache.SlotCache``
+(LeanLlama's or an adapter over transformers' ``DynamicCache``), so nothing here depends on its
+layout. Token trees feed their nodes through ``call_model`` (``specvideo.text.tree``).
 """
 
 from __future__ import annotations
@@ -27,14 +32,15 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
 
 from specvideo.text.models.loading import context_length
 from specvideo.text.runtime.invariant import PREFILL_CHUNK
-from specvideo.text.tree import TokenTree, tree_attention_mask
+from specvideo.text.runtime.kv_cache import KV, make_slot_cache
+from specvideo.text.runtime.rows import BatchRows
 
 
-class CausalLMState:
+class CausalLMState(BatchRows):
     """KV cache, validity mask, positions and not-yet-cached tokens of one model over a batch.
 
     input_ids:      (B, T) left-padded prompt tokens (they become the first pending block).
@@ -53,8 +59,7 @@ class CausalLMState:
         B = input_ids.shape[0]
         self.batch_size = B  # rows as callers count them; ``live`` are the ones still in the cache
         self.live = torch.arange(B, device=self.device)  # (B',) original row of each cached row
-        make_cache = getattr(model, "make_cache", None)  # a model may bring its own cache (LeanLlama)
-        self.cache = make_cache(B) if make_cache else DynamicCache()
+        self.cache = make_slot_cache(model, B)  # a model may bring its own (LeanLlama)
         self.mask = torch.zeros(B, 0, dtype=torch.bool, device=self.device)  # (B, L) real slots
         self.num_tokens = torch.zeros(B, dtype=torch.long, device=self.device)  # (B,) real tokens cached
         self.pending = input_ids  # (B, n) fed at the next forward
@@ -100,10 +105,6 @@ class CausalLMState:
         self.pending = torch.cat([self.pending, tokens], dim=1)
         self.pending_valid = torch.cat([self.pending_valid, valid], dim=1)
 
-    def mark_round(self) -> None:
-        """Remember where this round's slots start, for ``rollback``."""
-        self.round_start = self.length
-
     @torch.inference_mode()
     def forward(
         self, tokens: torch.Tensor | None = None, num_logits: int = 1, features: torch.Tensor | None = None
@@ -126,7 +127,7 @@ class CausalLMState:
         else:
             logits = self._feed(self.pending_width, num_logits).logits[:, -num_logits:]
         self._prefill = 0
-        self._prefilled()
+        self.finish_forward()
         logits = logits.float()  # (B', num_logits, V)
         if len(self.live) == self.batch_size:
             return logits
@@ -180,29 +181,18 @@ class CausalLMState:
         if not self.invariant:
             self._prefill = self.pending_width - 1
         self._feed_chunks()
-        self._prefilled()
+        self.finish_forward()
 
     def _feed(self, n: int, num_logits: int):
         """One model call over the first n pending tokens; the model's output."""
         tokens, valid = self.pending[:, :n], self.pending_valid[:, :n]  # (B', n)
-        positions = (self.num_tokens[:, None] + valid.long().cumsum(1) - 1).clamp(
-            0, self.max_position
-        )  # (B', n)
+        positions = self.num_tokens[:, None] + valid.long().cumsum(1) - 1  # (B', n)
         mask = torch.cat([self.mask, valid], dim=1)  # (B', L + n)
         features = self.pending_features
         if features is not None:
             self.pending_features = features[:, :n]
         full = self.full and bool(valid.all())
-        out = self.model(
-            input_ids=tokens,
-            attention_mask=None if full else mask.long(),
-            position_ids=positions,
-            use_cache=True,
-            **{self._kwargs.cache: self.cache},
-            **({"logits_to_keep": num_logits} if self._kwargs.logits_to_keep else {}),
-            **self._extra_inputs(),
-        )
-        self._keep_hidden(out)
+        out = self.call_model(tokens, None if full else mask.long(), positions, num_logits)
         self.mask = mask
         self.num_tokens = self.num_tokens + valid.sum(1)
         self.pending, self.pending_valid = self.pending[:, n:], self.pending_valid[:, n:]
@@ -210,7 +200,23 @@ class CausalLMState:
             self.pending_features = features[:, n:]
         return out
 
-    def _prefilled(self) -> None:
+    def call_model(self, tokens: torch.Tensor, attention_mask, positions: torch.Tensor, num_logits: int):
+        """One forward of the model over its cache: ``tokens`` (B', n) at ``positions`` (B', n)
+        (clamped to the context), ``attention_mask`` as the model takes it (None: causal), the
+        pending features and the request for hidden states; the model's output."""
+        out = self.model(
+            input_ids=tokens,
+            attention_mask=attention_mask,
+            position_ids=positions.clamp(0, self.max_position),
+            use_cache=True,
+            **{self._kwargs.cache: self.cache.native},
+            **({"logits_to_keep": num_logits} if self._kwargs.logits_to_keep else {}),
+            **self._extra_inputs(),
+        )
+        self._keep_hidden(out)
+        return out
+
+    def finish_forward(self) -> None:
         """After a forward: a restored prefix's features go before the block's, and the first
         forward's ``on_prefill`` runs once."""
         if self._hidden_prefix is not None and self.keep_hidden:  # the whole prompt's features
@@ -225,95 +231,23 @@ class CausalLMState:
         invariant model (bit-identical to a cold prefill), all of them otherwise."""
         return n - n % PREFILL_CHUNK if self.invariant else n
 
-    def snapshot(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def snapshot(self, n: int) -> KV:
         """Copies of the first n slots of row 0: per layer (keys, values) (1, H_kv, n, D)."""
-        kv = getattr(self.cache, "kv", None)
-        if kv is not None:  # LeanCache: (layers, 2, B, H_kv, capacity, D)
-            return [(kv[i, 0, :1, :, :n].clone(), kv[i, 1, :1, :, :n].clone()) for i in range(kv.shape[0])]
-        return [(layer.keys[:1, :, :n].clone(), layer.values[:1, :, :n].clone()) for layer in self.cache.layers]
+        return self.cache.snapshot(n)
 
-    def restore(self, layers: list[tuple[torch.Tensor, torch.Tensor]], n: int, hidden: torch.Tensor | None) -> None:
+    def restore(self, layers: KV, n: int, hidden: torch.Tensor | None) -> None:
         """Start a fresh batch-1 state from cached slots of its prompt's first n tokens (``snapshot``'s
         form): they go into the cache, the pending prompt loses them, ``hidden`` (1, n, d) is put
         before the first forward's features."""
         if self.length or self.batch_size != 1 or not self.full or n >= self.pending_width:
             raise ValueError("a prompt prefix is restored into a fresh batch-1 state, before its last token")
-        kv = getattr(self.cache, "kv", None)
-        if kv is not None:
-            self.cache.reserve(n)
-            for i, (keys, values) in enumerate(layers):
-                self.cache.kv[i, 0, :, :, :n] = keys[:, :, :n]
-                self.cache.kv[i, 1, :, :, :n] = values[:, :, :n]
-            self.cache.length = n
-        else:
-            for i, (keys, values) in enumerate(layers):
-                self.cache.update(keys[:, :, :n].clone(), values[:, :, :n].clone(), i)
+        self.cache.restore(layers, n)
         self.mask = torch.ones(1, n, dtype=torch.bool, device=self.device)
         self.num_tokens = torch.full_like(self.num_tokens, n)
         self.pending, self.pending_valid = self.pending[:, n:], self.pending_valid[:, n:]
         if self.invariant:
             self._prefill = self.pending_width - 1
         self._hidden_prefix = hidden
-
-    # token trees (batch 1, no holes): the n nodes of a tree in one forward, each seeing its
-    # ancestors only, then the accepted path's cache slots kept in sequence order
-    @torch.inference_mode()
-    def forward_tree(self, tree: TokenTree) -> torch.Tensor:
-        """Feed the pending tokens (the last of them is the tree's root) then the tree's n nodes in
-        one forward: each node sees the cache, the pending tokens and its own ancestors, at position
-        root + depth. Returns logits (1, n + 1, V) after the root and after each node. Batch 1 with
-        no holes only: a ragged batch's rows would need a tree each (``keep_tree_path`` compacts)."""
-        if self.batch_size != 1 or not self.full or len(self.live) != 1:
-            raise ValueError("token trees are verified one sequence at a time (batch 1): use a chain for batches")
-        w, n = self.pending_width, tree.size
-        L = self.length
-        # (w + n, L + w + n): causal over the cache and the pending block, then the tree's own mask
-        mask = torch.ones(w + n, L + w + n, dtype=torch.bool, device=self.device)
-        mask[:w, L:] = torch.ones(w, w + n, dtype=torch.bool, device=self.device).tril()
-        mask[w:, L + w :] = tree_attention_mask(tree.parents).to(self.device)
-        positions = self.num_tokens[:, None] + torch.cat(
-            [torch.arange(w, device=self.device), w - 1 + tree.depths.to(self.device)]
-        )[None]  # (1, w + n)
-        tokens = torch.cat([self.pending, tree.tokens.to(self.device)[None]], dim=1)  # (1, w + n)
-        additive = torch.zeros(mask.shape, dtype=self.model.dtype, device=self.device).masked_fill(
-            ~mask, torch.finfo(self.model.dtype).min
-        )  # added to the attention scores: transformers' eager and SDPA paths and LeanLlama alike
-        out = self.model(
-            input_ids=tokens,
-            attention_mask=additive[None, None],
-            position_ids=positions.clamp(0, self.max_position),
-            use_cache=True,
-            **{self._kwargs.cache: self.cache},
-            **({"logits_to_keep": n + 1} if self._kwargs.logits_to_keep else {}),
-            **self._extra_inputs(),
-        )
-        self._keep_hidden(out)
-        self.mask = torch.ones(1, L + w + n, dtype=torch.bool, device=self.device)
-        self.num_tokens = self.num_tokens + w + n
-        self.pending, self.pending_valid = tokens[:, :0], self.pending_valid[:, :0]
-        self._tree_start = L + w  # the first tree slot
-        self._prefilled()
-        return out.logits[:, -(n + 1) :].float()  # (1, n + 1, V)
-
-    @torch.inference_mode()
-    def keep_tree_path(self, path: list[int]) -> None:
-        """After ``forward_tree``: keep the cache up to the root and the slots of ``path`` (node
-        indices, root first), in that order; the other nodes' slots go. Keys carry their rotary
-        positions (root + depth), which are the positions the path's tokens have in sequence."""
-        start = self._tree_start
-        source = start + torch.tensor(path, dtype=torch.long, device=self.device)  # (m,) the path's slots
-        move = getattr(self.cache, "move_slots", None)
-        if move is not None:
-            move(source, start)
-        else:  # transformers' DynamicCache: keys, values (1, H, L, D); only the path's slots move
-            for layer in self.cache.layers:
-                layer.keys[:, :, start : start + len(path)] = layer.keys[:, :, source]
-                layer.values[:, :, start : start + len(path)] = layer.values[:, :, source]
-        width = start + len(path)
-        self.cache.crop(width - self.cache.get_seq_length())
-        self.round_start = min(self.round_start, width)
-        self.mask = torch.ones(1, width, dtype=torch.bool, device=self.device)
-        self.num_tokens = torch.full_like(self.num_tokens, width)
 
     def _extra_inputs(self) -> dict:
         """The pending features (taken off the queue) and the request for hidden states."""
@@ -325,116 +259,6 @@ class CausalLMState:
     def _keep_hidden(self, out) -> None:
         if self.keep_hidden:
             self.hidden = out.hidden_states[-1]  # (B', n, d) final-normed
-
-    def admit(self, other: CausalLMState) -> None:
-        """Append ``other``'s rows (a fresh state of the same model after ``prefill``) to this batch
-        between rounds, numbered after the last row. Every row keeps its slots from slot 0 on; the
-        shorter side is padded with holes, the pending blocks with invalid columns on the left."""
-        if other.model is not self.model or other._prefill or self._prefill:
-            raise ValueError("a row joins a batch of the same model, after both have prefilled")
-        if other.pending_features is not None or self.pending_features is not None:
-            raise ValueError("rows with pending draft-head features cannot join a batch")
-        width = max(self.length, other.length)
-        join = getattr(self.cache, "admit", None)
-        if join is not None:  # LeanCache
-            join(other.cache)
-        else:  # transformers' DynamicCache: keys, values (B, H, L, D) per layer
-            theirs = list(other.cache.layers) if other.length else []  # none: a 1-token prompt, nothing fed yet
-            for i, mine in enumerate(self.cache.layers):
-                for name in ("keys", "values"):
-                    ours = getattr(mine, name)
-                    new = getattr(theirs[i], name) if theirs else ours.new_zeros(other.batch_size, *ours.shape[1:])
-                    setattr(mine, name, torch.cat([_pad_slots(ours, width), _pad_slots(new, width)]))
-        self.mask = torch.cat([F.pad(self.mask, (0, width - self.length)), F.pad(other.mask, (0, width - other.length))])
-        self.num_tokens = torch.cat([self.num_tokens, other.num_tokens])
-        pad = [max(self.pending_width, other.pending_width) - s.pending_width for s in (self, other)]
-        self.pending = torch.cat([F.pad(s.pending, (p, 0)) for s, p in zip((self, other), pad)])
-        self.pending_valid = torch.cat([F.pad(s.pending_valid, (p, 0)) for s, p in zip((self, other), pad)])
-        self.live = torch.cat([self.live, other.live + self.batch_size])
-        self.batch_size += other.batch_size
-        self.full = bool(self.mask.all()) and bool(self.pending_valid.all())
-        self.hidden = None
-
-    def compact(self) -> torch.Tensor:
-        """Number the rows still in the batch 0 .. B' - 1 (retired rows leave the callers' numbering
-        too); returns their former numbers (B',)."""
-        kept = self.live
-        self.batch_size = len(kept)
-        self.live = torch.arange(len(kept), device=self.device)
-        return kept
-
-    def _live_rows(self, x: torch.Tensor) -> torch.Tensor:
-        return x if x.shape[0] == len(self.live) else x[self.live]
-
-    def retire(self, done: torch.Tensor) -> None:
-        """Drop the rows flagged in ``done`` (B,) from the cache, the mask and the pending tokens."""
-        keep = ~done.to(self.device)[self.live]  # (B',)
-        if bool(keep.all()):
-            return
-        rows = keep.nonzero()[:, 0]
-        self.cache.batch_select_indices(rows)
-        self.live, self.mask, self.num_tokens = self.live[rows], self.mask[rows], self.num_tokens[rows]
-        self.pending, self.pending_valid = self.pending[rows], self.pending_valid[rows]
-        if self.pending_features is not None:
-            self.pending_features = self.pending_features[rows]
-        self._crop_unused(0)
-        self.full = bool(self.mask.all()) and bool(self.pending_valid.all())
-        self._repack_if_sparse()
-
-    def rollback(self, keep: torch.Tensor) -> None:
-        """Keep the first ``keep[b]`` slots written since ``mark_round`` in row b; drop the rest."""
-        keep = self._live_rows(keep)
-        cols = torch.arange(self.length - self.round_start, device=self.device)  # (n,)
-        drop = (cols[None, :] >= keep[:, None]) & self.mask[:, self.round_start :]  # (B', n)
-        if bool(drop.any()):
-            self._drop(drop)
-        self._repack_if_sparse()
-
-    def _drop(self, drop: torch.Tensor) -> None:
-        self.num_tokens = self.num_tokens - drop.sum(1)
-        self.mask = torch.cat(
-            [self.mask[:, : self.round_start], self.mask[:, self.round_start :] & ~drop], dim=1
-        )
-        self._crop_unused(self.round_start)
-        self.full = self.full and bool(self.mask.all())  # rows that keep different counts leave holes
-
-    def _repack_if_sparse(self) -> None:
-        if not self.full and len(self.live) and self.length > 2 * int(self.num_tokens.max()) + 16:
-            self._repack()
-
-    def _crop_unused(self, floor: int) -> None:
-        """Remove trailing slots no row uses (never below ``floor``)."""
-        used = self.mask.any(dim=0).nonzero()
-        new_length = max(int(used[-1]) + 1 if len(used) else 0, floor)
-        if new_length < self.length:
-            self.cache.crop(new_length - self.length)  # a negative count removes that many slots
-            self.mask = self.mask[:, :new_length]
-
-    def _repack(self) -> None:
-        """Move every row's real slots to the right end of a cache as wide as the longest row
-        (left padding). Keys carry their rotary positions, so attention is unchanged."""
-        width = int(self.num_tokens.max())
-        order = torch.sort(self.mask.long(), dim=1, stable=True).indices[:, -width:]  # (B', W) holes first
-        self.mask = torch.gather(self.mask, 1, order)
-        self._gather_slots(order)
-
-    def _gather_slots(self, order: torch.Tensor) -> None:
-        """Row b's cache slots become its slots ``order[b]`` (B', W), in that order."""
-        gather = getattr(self.cache, "gather_slots", None)
-        if gather is not None:
-            gather(order)
-        else:
-            for layer in self.cache.layers:  # transformers' DynamicCache: keys, values (B', H, L, D)
-                index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
-                layer.keys = torch.gather(layer.keys, 2, index)
-                layer.values = torch.gather(layer.values, 2, index)
-        self.round_start = min(self.round_start, order.shape[1])
-
-
-def _pad_slots(x: torch.Tensor, width: int) -> torch.Tensor:
-    """(B, H, L, D) keys or values -> (B, H, width, D), zero slots after the last."""
-    return F.pad(x, (0, 0, 0, width - x.shape[2]))
-
 
 @dataclass(frozen=True)
 class ForwardKwargs:
