@@ -31,7 +31,7 @@ import torch
 
 from specvideo.core.types import SpecStats, Step
 from specvideo.text.drafting.catalog import spec_of
-from specvideo.text.drafting.drafters import HybridDrafter, NGramDrafter
+from specvideo.text.drafting.drafters import NGramDrafter
 from specvideo.text.prompts import encode_prompt
 from specvideo.text.run import RowOutput, row_output
 from specvideo.text.runtime.state import CausalLMState
@@ -212,7 +212,7 @@ class BatchRun:
         (the batch waits that long) and picks its first token from the prefill, so its text starts
         before the next round; the prompt-cache tokens it reused are in ``last_cached``."""
         encoded = self._encode(request)
-        if not self._can_admit(self.drafter):
+        if not self.drafter.batched:
             lookup = NGramDrafter(self.g.max_ngram, rows=self.verifier, device=self.verifier.state.device)
             self._swap(lookup)  # prompt lookup over every row's prompt and output
         kept = self.verifier.compact()
@@ -236,12 +236,6 @@ class BatchRun:
         encoded = encode_prompt(request.prompt_ids, None, g.models.vocab_size, g.device)
         g.models.check_room(encoded.max_length, request.max_new_tokens, spec_of(self.name))
         return encoded
-
-    @staticmethod
-    def _can_admit(drafter) -> bool:
-        return hasattr(drafter, "admit") and (
-            not isinstance(drafter, HybridDrafter) or hasattr(drafter.model, "admit")
-        )
 
     def _swap(self, drafter) -> None:
         self.verifier.followers = [drafter]

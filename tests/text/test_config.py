@@ -61,3 +61,15 @@ def test_the_registry_says_what_each_drafter_needs():
     for spec in DRAFTER_SPECS.values():  # a tree drafter names the chain a batch drafts with
         assert (spec.chain is not None) == spec.tree and (spec.chain is None or not DRAFTER_SPECS[spec.chain].tree)
     assert [n for n, s in DRAFTER_SPECS.items() if s.one_row] == ["tree", "ngram-tree"]
+
+
+def test_every_drafter_speaks_the_one_contract():
+    from specvideo.text.drafting import drafters, head_drafters, tree_drafters
+    from specvideo.text.drafting.base import Drafter
+
+    chains = [drafters.ModelDrafter, drafters.NGramDrafter, drafters.NullDrafter]
+    one_row = [head_drafters.HeadDrafter, head_drafters.HeadTreeDrafter, tree_drafters.NGramTreeDrafter, tree_drafters.ModelTreeDrafter]
+    assert all(issubclass(c, Drafter) for c in [*chains, *one_row, drafters.HybridDrafter])
+    assert all(c.batched for c in chains) and not any(c.batched for c in one_row)  # a batch swaps these out
+    lookup = drafters.NGramDrafter(3)
+    assert drafters.HybridDrafter(drafters.NullDrafter(), lookup).batched

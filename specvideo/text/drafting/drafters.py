@@ -1,9 +1,9 @@
 """Text drafters: a small causal LM, prompt lookup (n-gram), both (lookup first), or none
 (target-only decoding).
 
-Every drafter has ``start(input_ids, attention_mask)`` for a new batch, ``propose(k, keep_drafting)``
-returning a Draft of token ids (B, k), and ``commit(draft, verdict)`` to catch up with what the
-target accepted.
+Each speaks the contract of ``base.Drafter``: ``start`` on a new batch, ``propose(k, keep_drafting)``
+returning a Draft of token ids (B, k), ``commit(draft, verdict)`` to catch up with what the target
+accepted, and the rows' ``retire`` / ``admit`` / ``compact`` where it keeps per-row state.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from transformers import PreTrainedModel
 
 from specvideo.core.acceptance import sample_categorical
 from specvideo.core.types import Draft, Verdict
+from specvideo.text.drafting.base import Drafter, no_draft
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig, to_probs
 
 
-class ModelDrafter:
+class ModelDrafter(Drafter):
     """Drafts with any transformers causal LM, keeping its own KV cache and rolling it back by cropping.
 
     In a round it feeds what it has not seen yet (the target's correction, and its own last draft
@@ -52,13 +53,13 @@ class ModelDrafter:
         self.row_sampler = row_sampler
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
-        self.state = CausalLMState(self.model, self._feedable(input_ids), attention_mask)
+        self.state = CausalLMState(self.model, self.feedable(input_ids), attention_mask)
         self._fed = 0
 
-    def _feedable(self, tokens: torch.Tensor) -> torch.Tensor:
+    def feedable(self, tokens: torch.Tensor) -> torch.Tensor:
         return tokens.masked_fill(tokens >= self._own, 0) if self._own < (self.vocab_size or 0) else tokens
 
-    def _fit(self, logits: torch.Tensor) -> torch.Tensor:
+    def fit_vocab(self, logits: torch.Tensor) -> torch.Tensor:
         """(B, V_draft) -> (B, V_target) logits."""
         V = self.vocab_size
         if V is None or V == logits.shape[-1]:
@@ -72,13 +73,10 @@ class ModelDrafter:
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         B, device = self.state.batch_size, self.state.device
         if k == 0:
-            return Draft(
-                items=torch.zeros(B, 0, dtype=torch.long, device=device),
-                lengths=torch.zeros(B, dtype=torch.long, device=device),
-            )
+            return no_draft(B, device)
         self.state.mark_round()
         width = self.state.pending_width
-        logits = self._fit(self.state.forward()[:, -1])  # (B, V)
+        logits = self.fit_vocab(self.state.forward()[:, -1])  # (B, V)
         tokens, qs = [], []
         for i in range(k):
             token, q = self._draw(logits, keep_drafting is not None, i)  # (B,), (B, V) or None
@@ -86,7 +84,7 @@ class ModelDrafter:
             qs.append(q)
             if i == k - 1 or (keep_drafting is not None and not keep_drafting(q.max(dim=-1).values)):
                 break
-            logits = self._fit(self.state.forward(token[:, None])[:, -1])  # (B, V)
+            logits = self.fit_vocab(self.state.forward(token[:, None])[:, -1])  # (B, V)
         self.calls += len(tokens)
         self._fed = width + len(tokens) - 1
         items = torch.stack(tokens, dim=1)  # (B, m)
@@ -102,7 +100,7 @@ class ModelDrafter:
         return sample_categorical(q, self.generator), q
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
-        next_token = self._feedable(verdict.next_item[:, None])  # (B, 1)
+        next_token = self.feedable(verdict.next_item[:, None])  # (B, 1)
         m = draft.k
         if m == 0:
             self.state.push(next_token)
@@ -126,7 +124,7 @@ class ModelDrafter:
     def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         """A prompt (1, T) joins the batch between rounds (continuous batching): prefilled on its
         own up to its last token, which the next round feeds with the others' tokens."""
-        row = CausalLMState(self.model, self._feedable(input_ids), attention_mask)
+        row = CausalLMState(self.model, self.feedable(input_ids), attention_mask)
         row.prefill()
         self.state.admit(row)
 
@@ -141,10 +139,10 @@ class ModelDrafter:
         if width:
             accepted = torch.arange(width, device=a.device)[None, :] < a[:, None]  # (B, width)
             self.state.push(draft.items[:, :width], accepted)
-        self.state.push(self._feedable(verdict.next_item[:, None]))
+        self.state.push(self.feedable(verdict.next_item[:, None]))
 
 
-class HybridDrafter:
+class HybridDrafter(Drafter):
     """Prompt lookup first, the draft model otherwise, decided each round.
 
     When the context's last tokens occurred earlier in every row (``NGramDrafter.lookup``), the
@@ -162,6 +160,10 @@ class HybridDrafter:
     @property
     def calls(self) -> int:
         return self.model.calls
+
+    @property
+    def batched(self) -> bool:
+        return self.model.batched
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.model.start(input_ids, attention_mask)
@@ -196,7 +198,7 @@ class HybridDrafter:
             self.model.commit(draft, verdict)
 
 
-class NGramDrafter:
+class NGramDrafter(Drafter):
     """Prompt lookup decoding: find the latest earlier occurrence of the last n tokens in the context
     (prompt and generated text) and propose the tokens that followed it. No model, no cost.
 
@@ -214,7 +216,6 @@ class NGramDrafter:
         self.min_ngram = min_ngram
         self.rows, self.device = rows, device  # device: of the drafts (``start`` sets it)
         self._own_rows = rows is None
-        self.calls = 0
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.device = input_ids.device
@@ -228,12 +229,6 @@ class NGramDrafter:
     def retire(self, done: torch.Tensor) -> None:
         if self._own_rows:  # else the run's rows say which are active
             self.rows.active &= ~done.cpu()
-
-    def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
-        pass  # a joining row is the run's
-
-    def compact(self, kept: list[int]) -> None:
-        pass
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         rows = self.rows
@@ -277,25 +272,13 @@ class _OwnRows:
             output.append(next_token)
 
 
-class NullDrafter:
+class NullDrafter(Drafter):
     """Proposes nothing: the loop degenerates to plain target-only decoding (our baseline)."""
 
-    calls = 0
-
-    def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
-        self.batch_size, self.device = input_ids.shape[0], input_ids.device
-
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
-        B = self.batch_size
-        return Draft(
-            items=torch.zeros(B, 0, dtype=torch.long, device=self.device),
-            lengths=torch.zeros(B, dtype=torch.long, device=self.device),
-        )
+        return no_draft(self.batch_size, self.device)
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
-        pass
-
-    def retire(self, done: torch.Tensor) -> None:
         pass
 
     def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:

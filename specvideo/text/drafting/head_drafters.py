@@ -22,17 +22,16 @@ import torch
 
 from specvideo.core.acceptance import sample_categorical
 from specvideo.core.types import Draft, Verdict
+from specvideo.text.drafting.base import Drafter, no_draft
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig, to_probs
 from specvideo.text.tree import TokenTree
 
 
-def _empty(device: torch.device) -> Draft:
-    return Draft(items=torch.zeros(1, 0, dtype=torch.long, device=device), lengths=torch.zeros(1, dtype=torch.long, device=device))
-
-
-class HeadDrafter:
+class HeadDrafter(Drafter):
     """A chain drafted by the head; ``verifier`` is the ``TargetVerifier`` whose features it reads."""
+
+    batched = False  # it reads one row's features: a continuous batch drafts by prompt lookup
 
     def __init__(self, head, verifier, sampling: SamplingConfig, generator: torch.Generator | None = None):
         if getattr(head, "fc", None) is None:
@@ -55,9 +54,6 @@ class HeadDrafter:
         self._block = input_ids[0][attention_mask[0].bool()]  # (w,) what the target feeds before the draft
         self._drafted = False
 
-    def retire(self, done: torch.Tensor) -> None:
-        pass  # one row: the run ends with it
-
     def _catch_up(self, k: int) -> torch.Tensor | None:
         """Start a round: feed the caught-up tokens (their slots stay at commit) and return the
         logits (1, V) after them; None when nothing is drafted (k = 0, or before the prefill)."""
@@ -71,7 +67,7 @@ class HeadDrafter:
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         logits = self._catch_up(k)  # (1, V)
         if logits is None:
-            return _empty(self.device)
+            return no_draft(1, self.device)
         tokens, qs = [], []
         for i in range(k):
             token, q = self._draw(logits, confidence=keep_drafting is not None)  # (1,), (1, V) or None
@@ -139,7 +135,7 @@ class HeadTreeDrafter(HeadDrafter):
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         logits = self._catch_up(k)  # (1, V) the root's
         if logits is None:
-            return _empty(self.device)
+            return no_draft(1, self.device)
         expansion = _Expansion(self.state, self._log_probs(logits)[0], self.state.hidden[0, -1], self.width)
         for _ in range(k - 1):
             if not expansion.expand(self.head, self._log_probs):

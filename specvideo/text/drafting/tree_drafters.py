@@ -16,11 +16,14 @@ from collections.abc import Callable
 import torch
 
 from specvideo.core.types import Draft, Verdict
+from specvideo.text.drafting.base import Drafter, no_draft
 from specvideo.text.tree import TokenTree
 
 
-class NGramTreeDrafter:
+class NGramTreeDrafter(Drafter):
     """Prompt lookup over several earlier occurrences, proposed as one token tree (batch 1)."""
+
+    batched = False
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1, branches: int = 4, max_nodes: int = 12):
         if not 1 <= min_ngram <= max_ngram:
@@ -29,7 +32,6 @@ class NGramTreeDrafter:
             raise ValueError(f"branches and max_nodes must be >= 1, got {branches} and {max_nodes}")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
         self.branches, self.max_nodes = branches, max_nodes
-        self.calls = 0
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         if input_ids.shape[0] != 1:
@@ -40,14 +42,10 @@ class NGramTreeDrafter:
         self.device = input_ids.device
         self.history = input_ids[0][attention_mask[0].bool()].tolist()
 
-    def retire(self, done: torch.Tensor) -> None:
-        pass  # one row: the run ends with it
-
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         tree = self.tree(self.continuations(k)) if k > 0 else None
         if tree is None:
-            empty = torch.zeros(1, 0, dtype=torch.long, device=self.device)
-            return Draft(items=empty, lengths=torch.zeros(1, dtype=torch.long, device=self.device))
+            return no_draft(1, self.device)
         tree = TokenTree(tree.tokens.to(self.device), tree.parents.to(self.device))
         return Draft(items=tree.tokens[None], lengths=torch.tensor([tree.size], device=self.device), tree=tree)
 
@@ -93,7 +91,7 @@ class NGramTreeDrafter:
         self.history.append(int(verdict.next_item[0]))
 
 
-class ModelTreeDrafter:
+class ModelTreeDrafter(Drafter):
     """A draft model's greedy chain of k tokens, and at each depth its next ``width`` most likely
     tokens as leaves beside the chain's token (Medusa's and EAGLE-2's cheapest tree: one draft
     forward per depth, the siblings come from the same logits). The candidates are deterministic,
@@ -101,6 +99,8 @@ class ModelTreeDrafter:
 
     ``inner`` is a ``ModelDrafter`` (its KV cache, vocabulary fitting and call count are reused).
     """
+
+    batched = False
 
     def __init__(self, inner, width: int = 1):
         if width < 0:
@@ -119,18 +119,14 @@ class ModelTreeDrafter:
             )
         self.inner.start(input_ids, attention_mask)
 
-    def retire(self, done: torch.Tensor) -> None:
-        pass
-
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         state, device = self.inner.state, self.inner.state.device
         if k == 0:
             self._chain = []
-            empty = torch.zeros(1, 0, dtype=torch.long, device=device)
-            return Draft(items=empty, lengths=torch.zeros(1, dtype=torch.long, device=device))
+            return no_draft(1, device)
         state.mark_round()
         self._unseen = state.pending_width
-        logits = self.inner._fit(state.forward()[:, -1])[0]  # (V,)
+        logits = self.inner.fit_vocab(state.forward()[:, -1])[0]  # (V,)
         tokens, parents, chain = [], [], []
         for depth in range(k):
             top = logits.topk(1 + self.width).indices.tolist()  # the chain's token, then its siblings
@@ -141,7 +137,7 @@ class ModelTreeDrafter:
                 if j == 0:
                     chain.append(len(tokens) - 1)
             if depth < k - 1:
-                logits = self.inner._fit(state.forward(torch.tensor([[top[0]]], device=device))[:, -1])[0]
+                logits = self.inner.fit_vocab(state.forward(torch.tensor([[top[0]]], device=device))[:, -1])[0]
         self.inner.calls += k
         self._chain = chain
         tree = TokenTree(torch.tensor(tokens, device=device), torch.tensor(parents, device=device))
@@ -149,7 +145,7 @@ class ModelTreeDrafter:
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
         """Keep the chain's slots the path shares, then queue the rest of the path and the next token."""
-        state, next_token = self.inner.state, self.inner._feedable(verdict.next_item[:, None])  # (1, 1)
+        state, next_token = self.inner.state, self.inner.feedable(verdict.next_item[:, None])  # (1, 1)
         if draft.tree is None:
             state.push(next_token)
             return
@@ -162,5 +158,5 @@ class ModelTreeDrafter:
         rest = [int(draft.tree.tokens[i]) for i in path[min(shared, len(self._chain) - 1) :]]
         queued = torch.tensor([rest], dtype=torch.long, device=state.device) if rest else None
         if queued is not None:
-            state.push(self.inner._feedable(queued))
+            state.push(self.inner.feedable(queued))
         state.push(next_token)
