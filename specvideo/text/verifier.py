@@ -75,7 +75,6 @@ class TargetVerifier:
 
     def verify(self, draft: Draft) -> torch.Tensor:
         self.state.mark_round()
-        self._width = self.state.pending_width
         start = time.perf_counter()
         if draft.tree is not None:  # n nodes in one forward, each seeing its ancestors only
             logits = forward_tree(self.state, draft.tree)  # (1, n+1, V)
@@ -102,7 +101,7 @@ class TargetVerifier:
         for b, on in enumerate(self.active.tolist()):
             new = items[b][: accepted[b]] + [next_tokens[b]] if on else []
             emitted.append(self._emit(b, new))
-        self.state.rollback(self._width + verdict.num_accepted)
+        self.state.keep_round(verdict.num_accepted)
         self.state.push(verdict.next_item[:, None])
         self._retire()
         return emitted

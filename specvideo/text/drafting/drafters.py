@@ -54,7 +54,6 @@ class ModelDrafter(Drafter):
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, self.feedable(input_ids), attention_mask)
-        self._fed = 0
 
     def feedable(self, tokens: torch.Tensor) -> torch.Tensor:
         return tokens.masked_fill(tokens >= self._own, 0) if self._own < (self.vocab_size or 0) else tokens
@@ -75,7 +74,6 @@ class ModelDrafter(Drafter):
         if k == 0:
             return no_draft(B, device)
         self.state.mark_round()
-        width = self.state.pending_width
         logits = self.fit_vocab(self.state.forward()[:, -1])  # (B, V)
         tokens, qs = [], []
         for i in range(k):
@@ -86,7 +84,6 @@ class ModelDrafter(Drafter):
                 break
             logits = self.fit_vocab(self.state.forward(token[:, None])[:, -1])  # (B, V)
         self.calls += len(tokens)
-        self._fed = width + len(tokens) - 1
         items = torch.stack(tokens, dim=1)  # (B, m)
         q = None if self.sampling.greedy or qs[0] is None else torch.stack(qs, dim=1)  # (B, m, V)
         return Draft(items=items, lengths=torch.full((B,), items.shape[1], device=device), q=q)
@@ -106,8 +103,7 @@ class ModelDrafter(Drafter):
             self.state.push(next_token)
             return
         a = verdict.num_accepted  # (B,)
-        # Slots written this round: the unseen tokens, then d_1 .. d_{m-1} (d_m was drafted, not fed).
-        self.state.rollback(self._fed - (m - 1) + torch.clamp(a, max=m - 1))
+        self.state.keep_round(a)  # the unseen tokens, then d_1 .. d_{m-1} were fed (d_m was not)
         all_accepted = a == m  # (B,) those rows still have to feed d_m
         if bool(all_accepted.any()):
             last = torch.where(all_accepted, draft.items[:, -1], torch.zeros_like(draft.items[:, -1]))  # (B,)

@@ -61,7 +61,6 @@ class HeadDrafter(Drafter):
         if not self._drafted:
             return None
         self.state.mark_round()
-        self._caught_up = self.state.pending_width
         return self.state.forward()[:, -1]
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
@@ -92,7 +91,7 @@ class HeadDrafter(Drafter):
         """Drop the slots of this round's drafted tokens, then queue the target's block, the accepted
         tokens and the next token with the target's features (they replace the head's guesses)."""
         if self._drafted:
-            self.state.rollback(torch.tensor([self._caught_up], device=self.device))
+            self.state.keep_round(0)  # the caught-up block stays, the drafted tokens go
         tokens, features = self._accepted_with_features(draft, verdict)
         if self.state is None:  # the first token has no feature before it: zeros, as in training
             tokens = torch.cat([self._block[:1], tokens])

@@ -125,7 +125,6 @@ class ModelTreeDrafter(Drafter):
             self._chain = []
             return no_draft(1, device)
         state.mark_round()
-        self._unseen = state.pending_width
         logits = self.inner.fit_vocab(state.forward()[:, -1])[0]  # (V,)
         tokens, parents, chain = [], [], []
         for depth in range(k):
@@ -153,8 +152,7 @@ class ModelTreeDrafter(Drafter):
         shared = 0  # chain tokens on the path (the path leaves the chain at most once, at its end)
         while shared < len(path) and shared < len(self._chain) and path[shared] == self._chain[shared]:
             shared += 1
-        # slots written this round: the unseen tokens, then chain tokens 1 .. k-1 (the k-th was not fed)
-        state.rollback(torch.tensor([self._unseen + min(shared, len(self._chain) - 1)], device=state.device))
+        state.keep_round(shared)  # the unseen tokens, then chain tokens 1 .. k-1 were fed (the k-th was not)
         rest = [int(draft.tree.tokens[i]) for i in path[min(shared, len(self._chain) - 1) :]]
         queued = torch.tensor([rest], dtype=torch.long, device=state.device) if rest else None
         if queued is not None:

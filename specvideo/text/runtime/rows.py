@@ -18,8 +18,19 @@ class BatchRows:
     ``pending`` / ``pending_valid`` (B', n) and ``round_start`` of a ``CausalLMState``."""
 
     def mark_round(self) -> None:
-        """Remember where this round's slots start, for ``rollback``."""
+        """Remember where this round's slots start and how wide its pending block is (``keep_round``)."""
         self.round_start = self.length
+        self.round_width = self.pending_width
+
+    def keep_round(self, accepted: torch.Tensor | int) -> None:
+        """The one rollback rule of the verifier and every drafter: keep this round's pending block
+        (fed first) and, in row b, the first ``accepted[b]`` of the tokens fed after it (an int:
+        every row's); drop the rest. A drafter feeds all but its last drafted token, so accepting
+        every token keeps every fed one."""
+        fed = self.length - self.round_start - self.round_width  # drafted tokens fed this round
+        if not torch.is_tensor(accepted):
+            accepted = torch.full((len(self.live),), accepted, dtype=torch.long, device=self.device)
+        self.rollback(self.round_width + accepted.clamp(max=fed))
 
     def admit(self, other: CausalLMState) -> None:
         """Append ``other``'s rows (a fresh state of the same model after ``prefill``) to this batch

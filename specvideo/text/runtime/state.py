@@ -69,7 +69,7 @@ class CausalLMState(BatchRows):
         self.hidden: torch.Tensor | None = None  # (B', n, d) of the last forward's fed block
         self.full = bool(self.pending_valid.all())  # no hole anywhere: no attention mask needed
         self.max_position = context_length(model) - 1
-        self.round_start = 0
+        self.round_start = self.round_width = 0  # this round's first slot and pending block (mark_round)
         self._kwargs = forward_kwargs(model)
         # an invariant model (LeanLlama(invariant=True)) prefills the prompt but its last token alone,
         # so every later position is computed in a decode-sized call, as a 1-token step computes it;
