@@ -160,8 +160,8 @@ def argv_of(c) -> list[str]:
         argv += ["--clips", *c.clips]
     else:
         argv += ["--split", c.split, "--num-synthetic", str(c.num_synthetic), "--num-real", str(c.num_real)]
-        if c.windows != "consecutive":
-            argv += ["--windows", c.windows, "--windows-per-clip", str(c.windows_per_clip)]
+    if c.windows != "consecutive":  # the split's real clips and --clips files alike
+        argv += ["--windows", c.windows, "--windows-per-clip", str(c.windows_per_clip)]
     argv += ["--num-frames", str(c.num_frames), "--num-seeds", str(c.num_seeds)]
     argv += ["--synthetic-size", str(c.synthetic_size), "--max-side", str(c.max_side)]
     argv += ["--drafters", ",".join(c.drafters)]

@@ -316,17 +316,34 @@ def _more_m(settings: dict) -> str:
     return f" (and {', '.join(map(str, more))} in the rows named -m<m>)" if more else ""
 
 
+def _split_line(split: str, workloads: str, frames: str, s: dict) -> str:
+    """Where the clips come from: the split's workloads, or the files ``--clips`` named."""
+    windows = (
+        f"the {s['windows_per_clip']} non-overlapping windows of most motion per clip"
+        if s.get("windows") == "moving"
+        else "consecutive windows taken round-robin over the clips"
+    )
+    if s.get("clips"):
+        names = ", ".join(Path(c).name for c in s["clips"])
+        return f"- Clips: {workloads} windows of the given files ({names}), longer side {s['max_side']} px, {windows}."
+    seeds = SPLIT_SEEDS[split]
+    return (
+        f"- Split **{split}**: {workloads} clips; synthetic: seeds {seeds.start}.., {s['synthetic_size']} px square; "
+        f"real: {frames}, longer side {s['max_side']} px, {windows}."
+    )
+
+
 def _notes(results: BenchVideoResults) -> list[str]:
     m, s, e = results.machine, results.settings, results.estimate
     d = s["default_setting"]
     split = s.get("split", "validation")
-    seeds = SPLIT_SEEDS[split]
     frames = {
         "validation": "whole frames 85–100 % of every real clip (training used frames 0–70 % and other seeds)",
         "tuning": "whole frames 70–85 % of every real clip (training used frames 0–70 % and other seeds)",
         "test": "the test split's own clips, whole (footage nothing trained, tuned or validated on)",
     }[split]
     workloads = ", ".join(f"{len(names)} {w}" for w, names in results.clips.items())
+    where = _split_line(split, workloads, frames, s)
     return [
         f"- Machine: {m['processor']}, {m['cpu_count']} cores (torch threads: {m['torch_threads']}), "
         f"{m['platform']}, device {m['device']}{', ' + m['gpu'] if 'gpu' in m else ''}; Python {m['python']}, "
@@ -335,9 +352,7 @@ def _notes(results: BenchVideoResults) -> list[str]:
         f"- Model: {s['model_dir'] or 'the given pipeline'} (UNet {s['unet_params'] / 1e6:.2f}M parameters, "
         f"{s['context_frames']} context frames, hint {s['hint']}, residual {s['residual']}, context noise level "
         f"{s.get('context_noise_level', 0)}, {s['scheduler']}), run at each clip's own resolution.",
-        f"- Split **{split}**: {workloads} clips; synthetic: seeds {seeds.start}.., {s['synthetic_size']} px square; "
-        f"real: {frames}, longer side {s['max_side']} px, consecutive windows taken round-robin over the clips. "
-        f"Each clip is {s['context_frames'] + 1} context frames (the last {s['context_frames']} condition the "
+        f"{where} Each clip is {s['context_frames'] + 1} context frames (the last {s['context_frames']} condition the "
         f"model; the one before them conditions the typicality check's reference frame) then {s['num_frames']} generated frames; every stochastic method runs {s['num_seeds']} seeds "
         f"per clip (seed k of clip i: {s['seed']} + i + 100003 k, the same for every method; the drafters alone run once); "
         "times and per-draft figures come from seed 0.",

@@ -506,6 +506,18 @@ def test_cli_runs_the_learned_check_as_a_method_and_scores_it_on_injected_drafts
     injected = {c["kind"]: c for c in out["injected"]}
     assert 0 <= injected["frozen"]["auc_learned"] <= 1 and 0 <= injected["frozen"]["auc"] <= 1
     assert f"--feature-check {tmp_path / 'check'}" in out["command"]
+    assert "--windows moving --windows-per-clip 1" in out["command"]  # the command reproduces the windows
+
+
+def test_a_clips_run_names_its_files_and_windows_not_a_split():
+    from benchmarks.video.report import _split_line
+
+    settings = {"clips": ["/x/a.mp4", "/y/b.mp4"], "windows": "moving", "windows_per_clip": 2, "max_side": 320}
+    line = _split_line("validation", "4 clips", "whole frames 85-100 %", settings)
+    assert "a.mp4, b.mp4" in line and "Split" not in line and "85-100" not in line
+    assert "the 2 non-overlapping windows of most motion" in line
+    split = _split_line("validation", "3 synthetic", "whole frames 85-100 %", {**settings, "clips": None, "synthetic_size": 64})
+    assert split.startswith("- Split **validation**") and "85-100" in split
 
 
 @pytest.mark.parametrize(
