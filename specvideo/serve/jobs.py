@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from specvideo.serve.protocol import APIError, Usage
+from specvideo.text.run import first_stop, shown_length
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,13 @@ class JobRow:
 
     def update(self, text: str, final: bool, eos: bool, tokens: int, speculative: dict) -> None:
         stops = self.job.stops
-        stop_at, word = min(((text.find(s), s) for s in stops if s in text), default=(None, None))
+        stop_at, word = first_stop(text, stops) or (None, None)
         if stop_at is not None:
             text, final, eos = text[:stop_at], True, True
         self.first = self.first or (time.monotonic() if tokens else None)
         if self._past_deadline(text):
             final = True
-        hold = 0 if final else max((len(s) - 1 for s in stops), default=0)
-        visible = text[: max(len(self.sent), len(text) - hold)] if hold else text
+        visible = text[: max(len(self.sent), shown_length(text, stops, final))]
         if len(visible) > len(self.sent) and not self.job.cancelled.is_set():
             self.job.events.put(Piece(visible[len(self.sent) :]))
             self.sent = visible

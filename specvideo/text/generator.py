@@ -25,7 +25,7 @@ from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
 from specvideo.text.models.precision import LEAN_MODEL_TYPES
 from specvideo.text.models.vocab import check_size, draft_vocabulary
 from specvideo.text.prompts import EncodedPrompt, encode_prompt
-from specvideo.text.run import Run, TextOutput, accept_rule, cut_at_stop, fim_prompt, stop_rules
+from specvideo.text.run import Run, TextOutput, accept_rule, cut_at_stop, fim_prompt, shown_length, stop_rules
 from specvideo.text.sampling import SamplingConfig
 from specvideo.text.text_models import TextModels, copies_for
 from specvideo.text.verifier import TargetVerifier
@@ -212,13 +212,12 @@ class SpeculativeGenerator:
         """The decoded pieces of a Run from ``start`` (its ``stats`` fill up as they come)."""
         decoded = [""] * run.prompt.batch_size
         stops = run.verifier.stop_strings
-        hold = max((len(s) - 1 for s in stops), default=0)  # what could still become a stop string
         for _ in run.steps():
             pieces = []
             for b, tokens in enumerate(run.verifier.outputs):
                 text, stopped = cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), stops)
                 done = stopped or not bool(run.verifier.active[b])
-                stable = len(text) if done else max(0, len(text.rstrip("\ufffd")) - hold)
+                stable = shown_length(text, stops, done)
                 pieces.append(text[len(decoded[b]) : stable])
                 decoded[b] = text[:stable] if stable >= len(decoded[b]) else decoded[b]
             if any(pieces):

@@ -108,10 +108,26 @@ def stop_rules(stop, eos_ids: frozenset[int], tokenizer) -> tuple[frozenset[int]
     return frozenset(ids), strings
 
 
+def first_stop(text: str, stops) -> tuple[int, str] | None:
+    """Where the first stop string in ``text`` starts, and which one (None: none occurs)."""
+    return min(((text.find(s), s) for s in stops if s in text), default=None)
+
+
 def cut_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
     """The text before the first stop string, and whether one occurred."""
-    at = min((i for i in (text.find(s) for s in stops) if i >= 0), default=None)
-    return (text, False) if at is None else (text[:at], True)
+    found = first_stop(text, stops)
+    return (text, False) if found is None else (text[: found[0]], True)
+
+
+def shown_length(text: str, stops, final: bool) -> int:
+    """How much of a row's decoded ``text`` (already cut at a stop string) a stream may show now:
+    all of it once the row is final; else all but an incomplete character at its end and the last
+    len(longest stop) - 1 characters, which could still become a stop string. The one hold-back rule
+    of ``SpeculativeGenerator.stream`` and the server."""
+    if final:
+        return len(text)
+    hold = max((len(s) - 1 for s in stops), default=0)
+    return max(0, len(text.rstrip("\ufffd")) - hold)
 
 
 def fim_prompt(tokenizer, prompt, suffix):

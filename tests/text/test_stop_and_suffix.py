@@ -66,3 +66,13 @@ def test_suffix_fills_in_the_middle_as_the_fim_token_ids_do(gen):
     plain = SpeculativeGenerator.from_models(gen.target, tokenizer=tiny_tokenizer(300), drafter="ngram")
     with pytest.raises(ValueError, match="no fill-in-the-middle tokens"):
         plain.generate("def f(x):", suffix="y")
+
+
+def test_one_hold_back_rule_for_streams_and_the_server():
+    from specvideo.text.run import first_stop, shown_length
+
+    assert first_stop("a END b STOP", ["STOP", "END"]) == (2, "END")  # the earliest, whichever is listed first
+    assert first_stop("nothing", ["STOP"]) is None
+    assert shown_length("hello wor", ["world!"], final=False) == len("hello wor") - 5  # could still become one
+    assert shown_length("hello wor", ["world!"], final=True) == len("hello wor")
+    assert shown_length("caf\ufffd", [], final=False) == 3  # an incomplete character waits for its bytes
