@@ -55,8 +55,8 @@ class DynamicSlots:
     """``SlotCache`` over transformers' ``DynamicCache``: keys and values (B, H_kv, L, D) per layer,
     grown by the model's own writes."""
 
-    def __init__(self, cache: DynamicCache | None = None):
-        self.native = cache if cache is not None else DynamicCache()
+    def __init__(self):
+        self.native = DynamicCache()
 
     @property
     def layers(self):
@@ -65,9 +65,6 @@ class DynamicSlots:
     @property
     def length(self) -> int:
         return self.native.get_seq_length()
-
-    def get_seq_length(self) -> int:
-        return self.length
 
     def reserve(self, n: int) -> None:
         """The model's writes grow the cache."""

@@ -47,9 +47,9 @@ class LeanCache:
         """Keep only these batch rows (finished rows leave the batch)."""
         self.kv = self.kv[:, :, rows]
 
-    def admit(self, other: LeanCache, other_rows: int = 0) -> None:
-        """Append ``other``'s batch rows; both keep their slots from slot 0 (the shorter side's
-        extra slots are holes the caller masks)."""
+    def admit(self, other: LeanCache, other_rows: int) -> None:
+        """Append ``other``'s batch rows (``other_rows`` of them: its buffer says so too); both keep
+        their slots from slot 0 (the shorter side's extra slots are holes the caller masks)."""
         capacity = max(self.kv.shape[4], other.kv.shape[4])
         self.kv = torch.cat([_pad_capacity(self.kv, capacity), _pad_capacity(other.kv, capacity)], dim=2)
         self.length = max(self.length, other.length)
@@ -67,7 +67,7 @@ class LeanCache:
 
     def move_slots(self, source: torch.Tensor, start: int) -> None:
         """Slots ``source`` (m,) (all rows) are copied to ``start`` .. start + m - 1 (a tree's
-        accepted path to where it lies in sequence); the slots after them are left for ``crop``."""
+        accepted path to where it lies in sequence); the slots after them are left for ``crop_to``."""
         self.kv[:, :, :, :, start : start + len(source)] = self.kv[:, :, :, :, source]
 
     def snapshot(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
