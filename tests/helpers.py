@@ -162,11 +162,10 @@ def equal_or_near_tie(gen, prompt: list[int], got: list[int], reference: list[in
 
 
 def decode_joining(gen, first, joining=()) -> dict:
-    """Every row's tokens by tag: a continuous BatchRun of ``first`` (tag 0) that the (tag, RowRequest)
+    """Every row's tokens by tag: a continuous Run of ``first`` (tag 0) that the (tag, RowRequest)
     pairs of ``joining`` join after its second round."""
-    from specvideo.text.batching import BatchRun
 
-    run, out = BatchRun(gen, first, tag=0), {}
+    run, out = gen.open_rows(first, tag=0), {}
     for r, _ in enumerate(run.steps()):
         out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
         if r == 1:

@@ -267,20 +267,19 @@ def _hf_runner(target, n: int, top_p: float, pad: int) -> Callable:
 
 def _ours_runner(gen, n: int, top_p: float) -> Callable:
     def run(ids: torch.Tensor, temperature: float, seed: int):
-        generator = torch.Generator(device=ids.device).manual_seed(seed)
-        return _generate(gen, ids, n, top_p, temperature, generator)
+        return _generate(gen, ids, n, top_p, temperature, seed)
 
     return run
 
 
-def _generate(gen, ids, n, top_p, temperature, generator):
+def _generate(gen, ids, n, top_p, temperature, seed: int):
     out = gen.generate(
             ids[0].tolist(),
             max_new_tokens=n,
             temperature=temperature,
             top_k=None,
             top_p=top_p if temperature > 0 else None,
-            generator=generator,
+            seed=seed,  # the row's own (RowSampler)
         stop=None,
     )
     return out.token_ids, out.stats

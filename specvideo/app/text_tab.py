@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import gradio as gr
-import torch
 
 from specvideo.app.common import (
     STATS_HEADERS,
@@ -87,7 +86,7 @@ def make_generator(config: AppConfig, drafter: str, k: int) -> SpeculativeGenera
 
 def origins(step: Step) -> list[str]:
     """The origin of every token emitted in a round (batch of one)."""
-    accepted, drafted = int(step.verdict.num_accepted[0]), step.draft.depth if step.draft.tree is not None else int(step.draft.lengths[0])
+    accepted, drafted = int(step.verdict.num_accepted[0]), int(step.draft.lengths[0])  # a tree's: its depth
     last = BONUS if drafted and accepted == drafted else CORRECTION
     return ([ACCEPTED] * accepted + [last])[: len(step.emitted[0])]
 
@@ -135,7 +134,7 @@ class TextRequest:
         return dict(
             max_new_tokens=s.max_new_tokens,
             temperature=s.temperature,
-            generator=torch.Generator().manual_seed(s.seed),
+            seed=s.seed,  # the row's own: the same text as the CLI's and the server's seed
         )
 
 

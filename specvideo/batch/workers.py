@@ -99,10 +99,10 @@ def _video_stats(stats) -> dict[str, Any]:
 
 
 class TextWorker:
-    """Generates replies with one SpeculativeGenerator. Greedy items of one setting share a batch
-    (unless the drafter verifies one row at a time: its spec's ``one_row``); sampled items run one
-    by one, each with its own seed, so every output is the same however the items are split among
-    workers."""
+    """Generates replies with one SpeculativeGenerator. Items of one setting share a batch (unless
+    the drafter verifies one row at a time: its spec's ``one_row``), each row decoded with its own
+    item's seed (``RowSampler``), so every output is the same however the items are split among
+    workers and batches."""
 
     def __init__(
         self,
@@ -130,8 +130,8 @@ class TextWorker:
                 rows[item.id] = _error(item.id, item.error, line=item.line)
                 continue
             merged = {**settings, **item.settings}
-            alone = merged.get("temperature") or self.gen.drafter_spec.one_row  # token trees: one row a call
-            key = item.id if alone else repr(sorted(merged.items()))
+            alone = self.gen.drafter_spec.one_row  # token trees: one row a call
+            key = item.id if alone else repr(sorted((k, v) for k, v in merged.items() if k != "seed"))
             groups.setdefault(key, []).append((item, merged))
         for group in groups.values():
             rows.update(self._group(group))
@@ -150,13 +150,12 @@ class TextWorker:
             return rows
 
     def _generate(self, group: list[tuple[TextItem, dict]]) -> dict[str, dict[str, Any]]:
-        import torch
-
         settings = dict(group[0][1])
-        seed = settings.pop("seed", 0)
+        settings.pop("seed", None)
+        seeds = [merged.get("seed", 0) for _, merged in group]
         prompts = [self._prompt(item) for item, _ in group]
         start = time.perf_counter()
-        out = self.gen.generate(prompts, generator=torch.Generator().manual_seed(seed), **settings)
+        out = self.gen.generate(prompts, seed=seeds, **settings)
         seconds = (time.perf_counter() - start) / len(group)
         stats = asdict_stats(out.stats, len(group))
         return {

@@ -23,16 +23,13 @@ class Draft:
     items:   (B, k, ...) proposed items (token ids: (B, k); frames: (B, k, C, H, W)).
     lengths: (B,) how many of the k items row b really proposed (a drafter may run dry early,
              e.g. an n-gram lookup without a match); positions >= lengths[b] are padding.
-    q:       (B, k, V) draft probabilities the items were sampled from, or None for greedy /
-             deterministic drafters.
-    tree:    a token tree (``specvideo.text.tree.TokenTree``, batch 1) when the items are its n
-             nodes rather than a chain; None for a chain.
+    q:       (B, k, V) draft probabilities the items were sampled from, for a rule that reads
+             them (``acceptance.rejection_sample``); None for greedy / deterministic drafters.
     """
 
     items: torch.Tensor
     lengths: torch.Tensor
     q: torch.Tensor | None = None
-    tree: Any = None
 
     @property
     def k(self) -> int:
@@ -44,8 +41,8 @@ class Draft:
 
     @property
     def depth(self) -> int:
-        """The most items a row can accept: k for a chain, the deepest node's depth for a tree."""
-        return self.k if self.tree is None else self.tree.depth
+        """The most items a row can accept: k (a draft whose items are not one chain says less)."""
+        return self.k
 
 
 @dataclass
@@ -56,14 +53,11 @@ class Verdict:
     next_item:    (B, ...) correction at the first rejection, or the bonus item when all passed;
                   None when the correction is produced later by ``verifier.correct`` (video).
     scores:       (B, k) per-item acceptance scores (similarity for video), if any.
-    path:         for a tree draft, the accepted nodes (indices, from the root down); its length
-                  is num_accepted[0].
     """
 
     num_accepted: torch.Tensor
     next_item: torch.Tensor | None = None
     scores: torch.Tensor | None = None
-    path: list[int] | None = None
 
 
 @dataclass
@@ -132,9 +126,7 @@ class SpecStats:
     def record(self, draft: Draft, verdict: Verdict, active: torch.Tensor, emitted: list[list[Any]]) -> None:
         """Add one round: only rows that were active count."""
         self.rounds += 1
-        # a tree counts as the chain of its depth: positions are depths, drafted is what one path
-        # could have accepted (its n nodes cost one forward of n tokens, not n chances)
-        lengths = [draft.depth] * int(active.sum()) if draft.tree is not None else draft.lengths[active].tolist()
+        lengths = draft.lengths[active].tolist()
         accepted = verdict.num_accepted[active].tolist()
         self.drafted += sum(lengths)
         self.accepted += sum(accepted)

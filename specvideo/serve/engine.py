@@ -1,7 +1,7 @@
 """The serving engine: one worker thread that runs the shared speculative loop for queued requests.
 
 Requests wait in a bounded queue (``max_queue``; a full queue is refused with 429). The worker
-batches them continuously: it runs one ``BatchRun`` (``specvideo.text.batching``); a request that
+batches them continuously: it runs one ``Run`` (``SpeculativeGenerator.open_rows``); a request that
 arrives while it decodes joins it at the next round (prefilled on its own first, through the prompt
 cache), up to ``max_batch`` rows, and a row leaves as soon as it finishes, is cut by a stop sequence
 or its client goes away. Greedy and sampled rows mix, each with its own temperature, top-k / top-p
@@ -64,7 +64,7 @@ class Engine:
 
     def attach(self, generator) -> None:
         """Start serving with ``generator`` (the end of loading; a tree drafter's batch drafts
-        with its chain, ``specvideo.text.batching``)."""
+        with its chain, ``SpeculativeGenerator.open_rows``)."""
         from specvideo.text.runtime.prompt_cache import PromptCache
 
         if self.prompt_cache_bytes and getattr(generator, "prompt_cache", False) is None:
@@ -138,7 +138,7 @@ class Engine:
                 return
 
     def _continuous(self, first: Job, held: list[Job]) -> None:
-        """Serve ``first`` and every request that arrives while it runs, in one ``BatchRun``;
+        """Serve ``first`` and every request that arrives while it runs, in one ``Run``;
         ``held`` collects the jobs taken off the queue (answered if the worker dies)."""
         run = self._open(first)
         if run is None:
@@ -176,9 +176,7 @@ class Engine:
             self.rows_running = 0
 
     def _open(self, job: Job):
-        """A BatchRun started with ``job`` (None: nothing to run; the job was answered)."""
-        from specvideo.text.batching import BatchRun
-
+        """A run that more rows join, started with ``job`` (None: nothing to run; the job was answered)."""
         if job.cancelled.is_set():
             return None
         if job.max_tokens == 0:  # a warm-up: prefill into the prompt cache, nothing to generate
@@ -186,7 +184,7 @@ class Engine:
             return None
         row = JobRow(job, time.monotonic())
         try:
-            run = BatchRun(self.generator, _request(job), tag=row)
+            run = self.generator.open_rows(_request(job), tag=row)
         except Exception as err:  # noqa: BLE001
             job.events.put(Failed(_failure(err)))
             return None
@@ -257,8 +255,8 @@ def _speculative(stats, batch_size: int) -> dict:
 
 
 def _request(job: Job):
-    """The BatchRun request of a job (a seed drawn from the clock when it names none)."""
-    from specvideo.text.batching import RowRequest
+    """The row request of a job (a seed drawn from the clock when it names none)."""
+    from specvideo.text.run import RowRequest
     from specvideo.text.sampling import SamplingConfig
 
     sampling = SamplingConfig(

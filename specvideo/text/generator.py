@@ -6,29 +6,29 @@ different lengths, each row accepting its own number of tokens per round.
 
 A generator is cheap: the loaded models and their runners are a ``TextModels`` it reads, its
 settings a ``TextConfig``. ``open`` is the one place a run is assembled; ``start`` (and through it
-``generate`` and ``stream``) opens a run over a fixed batch of prompts, ``specvideo.text.batching``
-one whose rows come and go.
+``generate`` and ``stream``) opens one over a batch of prompts, ``open_rows`` one that more rows
+join between rounds (the server's continuous batch). Both are the same ``Run``: every row is
+decoded on its own seed (``RowSampler``), so its output never depends on its neighbours.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
 from specvideo.core.schedule import make_schedule
-from specvideo.core.types import SpecStats
 from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TextConfig, default_drafter
 from specvideo.text.drafting.catalog import spec_of
-from specvideo.text.drafting.registry import DraftParts, build_drafter
+from specvideo.text.drafting.registry import DraftParts, build_drafter, build_verifier
 from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
 from specvideo.text.models.precision import LEAN_MODEL_TYPES
 from specvideo.text.models.vocab import check_size, draft_vocabulary
-from specvideo.text.prompts import EncodedPrompt, encode_prompt
-from specvideo.text.run import Run, TextOutput, accept_rule, cut_at_stop, fim_prompt, shown_length, stop_rules
-from specvideo.text.sampling import SamplingConfig
+from specvideo.text.prompts import EncodedPrompt, encode_prompt, fim_prompt
+from specvideo.text.run import RowRequest, Run, TextOutput, cut_at_stop, shown_length, stop_rules
+from specvideo.text.sampling import RowSampler, SamplingConfig
 from specvideo.text.text_models import TextModels, copies_for
-from specvideo.text.verifier import TargetVerifier
 
 # the keyword arguments that go to the generator itself rather than to TextModels or TextConfig
 OWN = ("draft_vocab",)
@@ -234,6 +234,7 @@ class SpeculativeGenerator:
         stop: str | int | list[int | str] | None = "eos",
         attention_mask: torch.Tensor | None = None,
         suffix: str | list[str] | None = None,
+        seed: int | list[int] | None = None,
     ) -> Run:
         """Check the settings, encode the prompt and prefill both models; returns the Run whose
         ``steps()`` yields each round's ``Step`` (what was drafted, accepted and emitted), for callers
@@ -244,8 +245,11 @@ class SpeculativeGenerator:
         token ids; with a tensor, ``attention_mask`` (same shape, 1 for real tokens, padding on
         either side) drops the padding, as tokenizers return it. max_new_tokens=0 generates nothing
         (an empty output); a negative value is an error.
+        seed: each sampled row's seed (``RowSampler``: the row's tokens follow from it and its
+        prompt alone): a list with one per prompt, or an int (row b gets seed + b). None: drawn from
+        ``generator`` (torch's default one when that is None too).
         stop: "eos" (the target's end-of-sequence ids), None (exactly max_new_tokens), token ids,
-        or stop strings (``generation.stop_rules``): the text ends before the first stop string, the
+        or stop strings (``run.stop_rules``): the text ends before the first stop string, the
         token ids run through the token that completed it.
         suffix: fill in the middle: the code after the gap (a list for a list of prompts); the
         prompt is the code before it, laid out with the model's FIM tokens.
@@ -257,48 +261,61 @@ class SpeculativeGenerator:
             c.top_k if top_k is None else top_k,
             c.top_p if top_p is None else top_p,
         )
-        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
         stop_ids, stop_strings = stop_rules(stop, self.models.eos_ids(), self.tokenizer)
         if suffix is not None:
             prompt = fim_prompt(self.tokenizer, prompt, suffix)
         encoded = encode_prompt(prompt, self.tokenizer, self.models.vocab_size, self.device, attention_mask)
-        verifier = TargetVerifier(self.models.target_runner, sampling, max_new_tokens, stop_ids)
-        if stop_strings:
-            verifier.stop_on_text(stop_strings, self.tokenizer)
-        return self.open(encoded, verifier, sampling, generator)
+        seeds = row_seeds(seed, generator, encoded.batch_size, sampling)
+        requests = [RowRequest(ids, max_new_tokens, sampling, seed) for ids, seed in zip(encoded.rows(), seeds)]
+        return self.open(encoded, requests, stop_ids, stop_strings)
+
+    def open_rows(self, first: RowRequest, tag: Any = None) -> Run:
+        """A run that starts with ``first`` and that more rows join between rounds (``Run.admit``),
+        each ending at the target's end-of-sequence ids; a tree drafter drafts its chain."""
+        name = self.drafter_spec.chain or self.drafter_name
+        return self.open(self.encode_row(first, spec_of(name)), [first], self.models.eos_ids(), drafter=name, tags=[tag])
+
+    def encode_row(self, request: RowRequest, spec) -> EncodedPrompt:
+        """One row's prompt, checked against the vocabulary and the context (with its budget)."""
+        encoded = encode_prompt(request.prompt_ids, None, self.models.vocab_size, self.device)
+        self.models.check_room(encoded.max_length, request.max_new_tokens, spec)
+        return encoded
 
     def open(
         self,
         prompt: EncodedPrompt,
-        verifier: TargetVerifier,
-        sampling: SamplingConfig,
-        generator: torch.Generator | None = None,
+        requests: list[RowRequest],
+        stop_ids: frozenset[int],
+        stop_strings: tuple[str, ...] = (),
         *,
         drafter: str | None = None,
-        cache_prompt: bool = True,
-        row_sampler=None,
+        tags: list | None = None,
     ) -> Run:
-        """The one place a run is assembled: check the prompt fits the models, build the drafter
-        (``drafter``, default the generator's own) for ``sampling`` and ``generator``, start it and
-        ``verifier`` on the prompt (both models' caches), reuse the prompt cache, and return the Run.
-        row_sampler: a continuous batch's per-row sampler, whose noise a model drafter draws with."""
-        spec = spec_of(drafter) if drafter else self.drafter_spec
-        self.models.check_room(prompt.max_length, verifier.max_new_tokens, spec)
+        """The one place a run is assembled: check the prompt fits the models, build the verifier
+        and the drafter (``drafter``, default the generator's own) over one ``RowSampler`` holding
+        each row's ``requests`` settings and seed, start both on the prompt (both models' caches),
+        reuse the prompt cache, and return the Run."""
+        name = drafter or self.config.drafter
+        spec = spec_of(name)
+        self.models.check_room(prompt.max_length, max(r.max_new_tokens for r in requests), spec)
         runner = self.runner if spec is self.drafter_spec else self.models.draft_runner(spec, self.draft_vocab)
-        parts = DraftParts(
-            self.models.draft_for(spec), runner, self.models.vocab_size, sampling, generator, verifier,
-            prompt.batch_size, self.config, row_sampler,
-        )
-        built = build_drafter(drafter or self.config.drafter, parts)
+        sampler = RowSampler()
+        for request in requests:
+            sampler.admit(request.sampling, request.seed)
+        budgets = [r.max_new_tokens for r in requests]
+        verifier = build_verifier(spec, self.models.target_runner, sampler, budgets, stop_ids)
+        if stop_strings:
+            verifier.stop_on_text(stop_strings, self.tokenizer)
+        parts = DraftParts(self.models.draft_for(spec), runner, self.models.vocab_size, verifier, prompt.batch_size, self.config)
+        built = build_drafter(name, parts)
         packing = lambda: self.models.packing(spec)  # noqa: E731 - a context per round loop
         with packing():
             for part in (verifier, built):
                 part.start(prompt.input_ids, prompt.attention_mask)
         verifier.followers.append(built)  # finished rows leave the drafter's cache too
-        cached = self._cache_prompt(prompt, verifier.state) if cache_prompt else 0
-        accept = accept_rule(verifier.sampling, generator)
-        return Run(built, verifier, accept, self.schedule(), SpecStats(), prompt, packing, cached)
+        cache = all(r.cache_prompt for r in requests)
+        cached = self._cache_prompt(prompt, verifier.state) if cache else 0
+        return Run(self, built, verifier, prompt, packing, cached, name, tags or [None] * prompt.batch_size)
 
     def schedule(self):
         """A fresh draft-length schedule for a run."""
@@ -320,6 +337,23 @@ class SpeculativeGenerator:
         if run.prompt.is_batch:
             return TextOutput(text=texts, token_ids=token_ids, stats=run.stats)
         return TextOutput(text=texts[0] if texts else None, token_ids=token_ids[0], stats=run.stats)
+
+
+def row_seeds(seed, generator: torch.Generator | None, batch_size: int, sampling: SamplingConfig) -> list[int]:
+    """Each row's seed: ``seed`` (a list, or an int for row 0 and the next ones after it), else
+    drawn from ``generator`` (torch's default one when None); 0 when greedy."""
+    if isinstance(seed, list):
+        if len(seed) != batch_size or not all(isinstance(s, int) and not isinstance(s, bool) for s in seed):
+            raise ValueError(f"seed must be an int or a list of {batch_size} ints (one per prompt), got {seed!r}")
+        return list(seed)
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ValueError(f"seed must be an int or a list of ints, got {seed!r}")
+    if sampling.greedy:
+        return [0] * batch_size
+    if seed is not None:
+        return [seed + b for b in range(batch_size)]
+    device = generator.device if generator is not None else None
+    return torch.randint(0, 1 << 62, (batch_size,), generator=generator, device=device).tolist()
 
 
 def _split(kwargs: dict) -> tuple[dict, dict, dict]:

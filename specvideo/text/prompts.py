@@ -23,6 +23,10 @@ class EncodedPrompt:
     def max_length(self) -> int:
         return int(self.attention_mask.sum(dim=1).max())
 
+    def rows(self) -> list[list[int]]:
+        """Each row's token ids without its padding."""
+        return [row[mask.bool()].tolist() for row, mask in zip(self.input_ids.cpu(), self.attention_mask.cpu())]
+
 
 def encode_prompt(
     prompt, tokenizer, vocab_size: int, device: torch.device, attention_mask: torch.Tensor | None = None
@@ -191,3 +195,17 @@ def _utf8_text(text: str | bytes) -> str:
         raise ValueError(
             f"prompt is not valid UTF-8: {bad!r} at position {err.start} ({err.reason})"
         ) from err
+
+
+def fim_prompt(tokenizer, prompt, suffix):
+    """Token ids of fill-in-the-middle prompts (a str, or a list of str with a list of suffixes)."""
+    if tokenizer is None:
+        raise ValueError("suffix= fills in the middle with the model's FIM tokens and needs a tokenizer")
+    prompts, suffixes = ([prompt], [suffix]) if isinstance(prompt, str) else (prompt, suffix)
+    if not (isinstance(prompts, list) and isinstance(suffixes, list) and len(prompts) == len(suffixes)
+            and all(isinstance(t, str) for t in prompts + suffixes)):
+        raise ValueError("suffix= takes a str prompt with a str suffix, or a list of str prompts with as many suffixes")
+    rows = [fim_ids(tokenizer, p, s) for p, s in zip(prompts, suffixes)]
+    if any(r is None for r in rows):
+        raise ValueError(f"the model has no fill-in-the-middle tokens {list(FIM_TOKENS)}: drop suffix=")
+    return rows[0] if isinstance(prompt, str) else rows

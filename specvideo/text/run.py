@@ -1,22 +1,21 @@
-"""One generation's pieces that the generator assembles: its output, the Run that steps it, the
-accept rule it verifies with and the context check it starts with."""
+"""One generation: the Run that steps its rows (together from the start, or joining between
+rounds), each row's request and output, and the stop rules its text ends by."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from specvideo.core.acceptance import greedy_match, rejection_sample
 from specvideo.core.loop import speculate
 from specvideo.core.types import Draft, SpecStats, Step
+from specvideo.text.drafting.catalog import spec_of
+from specvideo.text.drafting.drafters import NGramDrafter
 from specvideo.text.prompts import EncodedPrompt
+from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import SamplingConfig
-from specvideo.text.tree import tree_verdict
-from specvideo.text.verifier import TargetVerifier
 
 
 @dataclass
@@ -31,31 +30,20 @@ class TextOutput:
     stats: SpecStats
 
 
-@dataclass
-class Run:
-    """One generation in progress: iterate ``steps()`` to run it round by round; ``stats`` fills up."""
+@dataclass(frozen=True)
+class RowRequest:
+    """One row of a run: prompt token ids and its own settings."""
 
-    drafter: Any
-    verifier: TargetVerifier
-    accept: Any
-    schedule: Any
-    stats: SpecStats
-    prompt: EncodedPrompt
-    packing: Any = contextlib.nullcontext  # () -> the context the models' forwards run in
-    cached_tokens: int = 0  # prompt tokens reused from the prompt cache (not prefilled)
+    prompt_ids: list[int]
+    max_new_tokens: int
+    sampling: SamplingConfig = SamplingConfig()
+    seed: int = 0  # the noise a sampled row draws (ignored when greedy)
+    cache_prompt: bool = True  # reuse and keep its prefix in the generator's prompt cache
 
-    def steps(self) -> Iterator[Step]:
-        with self.packing():
-            for step in speculate(self.drafter, self.verifier, self.accept, self.schedule, self.stats):
-                self.stats.time_forward = self.verifier.forward_seconds  # the check's model part
-                yield step
-
-    def row_output(self, b: int) -> RowOutput:
-        return row_output(self.verifier, b)
-
-    def prefill(self) -> None:
-        """Run the prompt's prefill now (a warm-up that generates nothing fills the prompt cache)."""
-        self.verifier.state.forward()
+    def __post_init__(self) -> None:  # the one check of a budget: generate, stream, server and batch jobs
+        n = self.max_new_tokens
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"max_new_tokens must be an integer >= 0, got {n!r}")
 
 
 @dataclass(frozen=True)
@@ -67,20 +55,88 @@ class RowOutput:
     finished: bool  # the row generates no more
 
 
-def row_output(verifier: TargetVerifier, b: int) -> RowOutput:
-    tokens = verifier.outputs[b]
-    return RowOutput(tokens, bool(tokens) and tokens[-1] in verifier.stop_ids, not bool(verifier.active[b]))
+class Run:
+    """One generation in progress, opened by ``SpeculativeGenerator.open``: rows that start together
+    (a batch of prompts) and rows that join between rounds (``admit``, the server's continuous
+    batch) run the same rounds; iterate ``steps()`` to run it; ``stats`` fills up.
 
+    Each row is decoded by the run's ``RowSampler`` with its own settings and seed, so its tokens
+    never depend on its neighbours, greedy or sampled. The loop asks this run for drafts: when a
+    second row joins a run whose drafter reads one row (the head's features), the batch drafts by
+    prompt lookup from then on. ``tags`` keeps each row's caller object."""
 
-def accept_rule(sampling: SamplingConfig, generator: torch.Generator | None):
-    def accept(draft: Draft, evidence: torch.Tensor):
-        if draft.tree is not None:  # a token tree: walk it (specvideo.text.tree)
-            return tree_verdict(draft, evidence, generator)
-        if sampling.greedy:
-            return greedy_match(evidence, draft.items, draft.lengths)
-        return rejection_sample(evidence, draft.q, draft.items, draft.lengths, generator)
+    def __init__(self, generator, drafter, verifier, prompt: EncodedPrompt, packing, cached_tokens: int, name: str, tags):
+        self.g, self.drafter, self.verifier, self.prompt = generator, drafter, verifier, prompt
+        self.schedule, self.stats = generator.schedule(), SpecStats()
+        self.packing = packing  # () -> the context the models' forwards run in
+        self.cached_tokens = self.last_cached = cached_tokens  # prompt tokens reused from the prompt cache
+        self.name, self.tags = name, list(tags)
 
-    return accept
+    @property
+    def calls(self) -> int:
+        return self.drafter.calls
+
+    def propose(self, k: int, keep_drafting):
+        return self.drafter.propose(k, keep_drafting)
+
+    def commit(self, draft: Draft, verdict) -> None:
+        self.drafter.commit(draft, verdict)
+
+    def steps(self) -> Iterator[Step]:
+        """Rounds until every row has finished (rows admitted meanwhile included)."""
+        with self.packing():
+            for step in speculate(self, self.verifier, self.verifier.accept, self.schedule, self.stats):
+                self.stats.time_forward = self.verifier.forward_seconds  # the check's model part
+                yield step
+
+    def prefill(self) -> None:
+        """Run the prompt's prefill now (a warm-up that generates nothing fills the prompt cache)."""
+        self.verifier.state.forward()
+
+    @property
+    def size(self) -> int:
+        """Rows still generating."""
+        return int(self.verifier.active.sum())
+
+    def row_output(self, b: int) -> RowOutput:
+        tokens = self.verifier.outputs[b]
+        return RowOutput(tokens, bool(tokens) and tokens[-1] in self.verifier.stop_ids, not bool(self.verifier.active[b]))
+
+    def rows(self) -> list[tuple[int, Any]]:
+        """(row, tag) of every row still generating."""
+        return [(b, self.tags[b]) for b, on in enumerate(self.verifier.active.tolist()) if on]
+
+    def finish(self, rows: list[int]) -> None:
+        if rows:
+            self.verifier.finish(rows)
+
+    def admit(self, request: RowRequest, tag: Any = None) -> int:
+        """Join ``request`` to the run before the next round; returns its row. Prefills it now (the
+        batch waits that long) and picks its first token from the prefill, so its text starts
+        before the next round; the prompt-cache tokens it reused are in ``last_cached``."""
+        g, verifier = self.g, self.verifier
+        encoded = g.encode_row(request, spec_of(self.name))
+        if not self.drafter.batched:  # prompt lookup over every row's prompt and output
+            self._swap(NGramDrafter(g.max_ngram, rows=verifier, device=verifier.state.device))
+        kept = verifier.compact()
+        self.tags = [self.tags[b] for b in kept]
+        row = CausalLMState(verifier.model, encoded.input_ids, encoded.attention_mask)
+        with self.packing():
+            self.last_cached = g.models.cache_prompt(request.prompt_ids, row) if request.cache_prompt else 0
+            row.prefill()
+            verifier.sampler.admit(request.sampling, request.seed)
+            first = verifier.first_token(row)  # its first token comes with its prefill
+            row.push(torch.tensor([[first]], device=row.device))
+            seen = torch.tensor([request.prompt_ids + [first]], device=row.device)
+            self.drafter.admit(seen, torch.ones_like(seen))
+            verifier.admit(row, request.prompt_ids, request.max_new_tokens, first)
+        self.tags.append(tag)
+        return len(self.tags) - 1
+
+    def _swap(self, drafter) -> None:
+        self.verifier.followers = [drafter]
+        self.verifier.state.keep_hidden, self.verifier.state.hidden = False, None
+        self.drafter, self.name = drafter, "ngram"
 
 
 def stop_rules(stop, eos_ids: frozenset[int], tokenizer) -> tuple[frozenset[int], tuple[str, ...]]:
@@ -128,19 +184,3 @@ def shown_length(text: str, stops, final: bool) -> int:
         return len(text)
     hold = max((len(s) - 1 for s in stops), default=0)
     return max(0, len(text.rstrip("\ufffd")) - hold)
-
-
-def fim_prompt(tokenizer, prompt, suffix):
-    """Token ids of fill-in-the-middle prompts (a str, or a list of str with a list of suffixes)."""
-    from specvideo.text.prompts import FIM_TOKENS, fim_ids
-
-    if tokenizer is None:
-        raise ValueError("suffix= fills in the middle with the model's FIM tokens and needs a tokenizer")
-    prompts, suffixes = ([prompt], [suffix]) if isinstance(prompt, str) else (prompt, suffix)
-    if not (isinstance(prompts, list) and isinstance(suffixes, list) and len(prompts) == len(suffixes)
-            and all(isinstance(t, str) for t in prompts + suffixes)):
-        raise ValueError("suffix= takes a str prompt with a str suffix, or a list of str prompts with as many suffixes")
-    rows = [fim_ids(tokenizer, p, s) for p, s in zip(prompts, suffixes)]
-    if any(r is None for r in rows):
-        raise ValueError(f"the model has no fill-in-the-middle tokens {list(FIM_TOKENS)}: drop suffix=")
-    return rows[0] if isinstance(prompt, str) else rows

@@ -7,26 +7,25 @@ forward in which node i attends to the committed context, the root and its own a
 (``tree_attention_mask``), at position root + depth (``tree_depths``): SpecInfer (Miao et al. 2024),
 Medusa and EAGLE-2 verify trees this way. A chain of k tokens is the tree parents = (-1, 0, .., k-2).
 
-Acceptance walks down from the root: at each node the target's choice is compared with the node's
-children, and the walk follows the child it accepts.
+Acceptance walks down from the root (``tree_walk``): at each node the target's token is compared
+with the node's children, and the walk follows the child that carries it. The target's token after
+a node of depth d is drawn at output position root + d (``RowSampler``: the argmax, or the
+Gumbel-max sample of that position's noise), so the path and the token after it are exactly the
+target's own decoding, greedy or sampled, whatever the candidates are.
 
-- Greedy (``greedy_tree_accept``): the child whose token is the target's argmax; the output equals
-  the target's own greedy decoding.
-- Sampling (``sampled_tree_accept``): children are deterministic candidates (the draft's top
-  tokens, lookup continuations), so each is a one-hot proposal; SpecInfer's multi-candidate rule
-  then reads: accept candidate x with probability p(x); on rejection set p(x) = 0, renormalise
-  and try the next candidate; when all are rejected, sample from what is left. Each step is a
-  draw from p (a sequential sample with the candidates looked at first), so the output is
-  distributed exactly as the target's p, whatever the candidates are.
+Trees are a plug-in: drafters that propose a ``TreeDraft`` run with the ``TreeVerifier`` (their
+catalog entry says ``tree``); the chain drafters, the state and the core know nothing of trees.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
 
 from specvideo.core.types import Draft, Verdict
+from specvideo.text.verifier import TargetVerifier
 
 
 @dataclass(frozen=True)
@@ -82,10 +81,10 @@ def tree_attention_mask(parents: torch.Tensor) -> torch.Tensor:
     return mask
 
 
-def greedy_tree_accept(target_tokens: torch.Tensor, tree: TokenTree) -> tuple[list[int], int]:
-    """target_tokens: (n + 1,) the target's argmax after the root (index 0) and after each node
+def tree_walk(target_tokens: torch.Tensor, tree: TokenTree) -> tuple[list[int], int]:
+    """target_tokens: (n + 1,) the target's token after the root (index 0) and after each node
     (index i + 1). Returns (the accepted path as node indices, root first, and the next token:
-    the target's argmax at the path's end)."""
+    the target's token at the path's end)."""
     path, node = [], -1
     while True:
         choice = int(target_tokens[node + 1])
@@ -96,42 +95,64 @@ def greedy_tree_accept(target_tokens: torch.Tensor, tree: TokenTree) -> tuple[li
         node = child
 
 
-def sampled_tree_accept(
-    p: torch.Tensor, tree: TokenTree, generator: torch.Generator | None = None
-) -> tuple[list[int], int]:
-    """p: (n + 1, V) the target's (processed) distribution after the root and after each node.
-    Returns (the accepted path, the next token), distributed as sampling from p step by step."""
-    path, node = [], -1
-    while True:
-        probs = p[node + 1].clone()  # (V,)
-        accepted = None
-        for child in tree.children(node):
-            x = int(tree.tokens[child])
-            mass = float(probs[x])
-            if mass <= 0:
-                continue  # already rejected (a duplicate candidate) or impossible under p
-            if float(torch.rand((), generator=generator, device=p.device)) < mass:
-                accepted = child
-                break
-            probs[x] = 0
-            probs = probs / probs.sum()
-        if accepted is None:
-            return path, int(torch.multinomial(probs, 1, generator=generator))
-        path.append(accepted)
-        node = accepted
+@dataclass
+class TreeDraft(Draft):
+    """A draft whose items (1, n) are the nodes of ``tree``; ``lengths`` is (tree.depth,): what one
+    path can accept (its n nodes cost one forward of n tokens, not n chances)."""
+
+    tree: TokenTree | None = None
+
+    @classmethod
+    def of(cls, tree: TokenTree) -> TreeDraft:
+        device = tree.tokens.device
+        return cls(items=tree.tokens[None], lengths=torch.tensor([tree.depth], device=device), tree=tree)
+
+    @property
+    def depth(self) -> int:
+        return self.tree.depth
 
 
-def tree_verdict(draft: Draft, evidence: torch.Tensor, generator: torch.Generator | None = None) -> Verdict:
-    """The Verdict of a tree draft (batch 1): evidence is the target's (1, n + 1) argmax (greedy)
-    or its (1, n + 1, V) distribution (sampling)."""
-    if evidence.ndim == 2:
-        path, nxt = greedy_tree_accept(evidence[0], draft.tree)
-    else:
-        path, nxt = sampled_tree_accept(evidence[0], draft.tree, generator)
-    device = evidence.device
-    return Verdict(
-        num_accepted=torch.tensor([len(path)], device=device), next_item=torch.tensor([nxt], device=device), path=path
-    )
+@dataclass
+class TreeVerdict(Verdict):
+    """path: the accepted nodes (indices, from the root down); its length is num_accepted[0]."""
+
+    path: list[int] = field(default_factory=list)
+
+
+class TreeVerifier(TargetVerifier):
+    """The verifier of the tree drafters (batch 1): a ``TreeDraft``'s n nodes in one forward, each
+    seeing its ancestors only; the target's token after every node, drawn at the node's output
+    position (root + depth) by the run's sampler; the walk down the tree; the path's slots kept.
+    A round that proposes a chain (nothing, or prompt lookup's) is the chain verifier's."""
+
+    def verify(self, draft: Draft) -> torch.Tensor:
+        if not isinstance(draft, TreeDraft):
+            return super().verify(draft)
+        self.state.mark_round()
+        start = time.perf_counter()
+        logits = forward_tree(self.state, draft.tree)  # (1, n+1, V)
+        self.forward_seconds += time.perf_counter() - start
+        self.calls += 1
+        depths = torch.cat([torch.zeros(1, dtype=torch.long), draft.tree.depths.cpu()])  # (n+1,)
+        return self.sampler.tokens(logits, depths=depths)  # (1, n+1)
+
+    def accept(self, draft: Draft, target_tokens: torch.Tensor) -> Verdict:
+        if not isinstance(draft, TreeDraft):
+            return super().accept(draft, target_tokens)
+        path, nxt = tree_walk(target_tokens[0], draft.tree)
+        device = target_tokens.device
+        return TreeVerdict(torch.tensor([len(path)], device=device), torch.tensor([nxt], device=device), path=path)
+
+    def commit(self, draft: Draft, verdict: Verdict) -> list[list[int]]:
+        """The accepted path and the next token; the cache keeps the path's slots only."""
+        if not isinstance(draft, TreeDraft):
+            return super().commit(draft, verdict)
+        new = [int(draft.tree.tokens[i]) for i in verdict.path] + [int(verdict.next_item[0])]
+        emitted = [self._emit(0, new) if bool(self.active[0]) else []]
+        keep_tree_path(self.state, draft.tree, verdict.path)
+        self.state.push(verdict.next_item[:, None])
+        self.end_round()
+        return emitted
 
 
 # a tree in a run's state (batch 1, no holes): the n nodes in one forward, each seeing its

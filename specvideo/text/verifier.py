@@ -1,4 +1,4 @@
-"""The target LM as verifier: scores all k drafted tokens in one forward pass over its KV cache."""
+"""The target LM as verifier: scores every row's drafted tokens in one forward pass over its KV cache."""
 
 from __future__ import annotations
 
@@ -7,37 +7,36 @@ import time
 import torch
 from transformers import PreTrainedModel
 
+from specvideo.core.acceptance import greedy_match
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.models.loading import context_length
 from specvideo.text.runtime.state import CausalLMState
-from specvideo.text.sampling import SamplingConfig, to_probs
-from specvideo.text.tree import forward_tree, keep_tree_path
+from specvideo.text.sampling import RowSampler
 
 
 class TargetVerifier:
-    """Runs the target over [unseen tokens, d_1 .. d_k] and returns, per row,
+    """Runs the target over [unseen tokens, d_1 .. d_k] and returns, per row, the target's token at
+    each of the k + 1 positions (B, k+1), drawn by the run's ``RowSampler`` (the argmax for a greedy
+    row); ``accept`` matches the draft against them.
 
-    greedy:   the target's argmax at each of the k + 1 positions, (B, k+1);
-    sampling: the processed target distribution p at each position, (B, k+1, V).
-
-    Commit keeps the accepted prefix in the cache (cropping the rest), applies the stop rules
-    (max_new_tokens, end-of-sequence ids) and returns what each row emitted. Rows that finish leave
-    the target's cache and every state in ``followers`` (the drafter's: ``retire(done)``).
+    Commit keeps the accepted prefix in the cache (cropping the rest), applies the stop rules (each
+    row's budget, end-of-sequence ids, stop strings) and returns what each row emitted. Rows that
+    finish leave the target's cache and every state in ``followers`` (the drafter's: ``retire(done)``);
+    rows join between rounds (``admit``) and the finished ones leave the numbering (``compact``).
     """
 
     def __init__(
         self,
         model: PreTrainedModel,
-        sampling: SamplingConfig,
-        max_new_tokens: int,
+        sampler: RowSampler,
+        budgets: list[int],
         stop_ids: frozenset[int] = frozenset(),
     ):
         self.model = model
-        self.sampling = sampling
-        self.max_new_tokens = max_new_tokens
+        self.sampler = sampler
+        self.budgets = list(budgets)  # (B,) the most tokens each row emits
         self.stop_ids = stop_ids
         self.context_length = context_length(model)
-        self._warpers = sampling.warpers()
         self.calls = 0
         self.forward_seconds = 0.0  # wall time of the target's forward passes (the check's model part)
         self.followers: list = []
@@ -54,8 +53,7 @@ class TargetVerifier:
         # the rows the run owns: each row's prompt and what it emitted (prompt lookup reads them)
         self.prompts = [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
         self.outputs: list[list[int]] = [[] for _ in self.prompts]
-        self.budgets = [self.max_new_tokens] * len(self.outputs)  # (B,) the most tokens each row emits
-        self.active = torch.tensor([self.max_new_tokens > 0] * len(self.outputs))
+        self.active = torch.tensor([budget > 0 for budget in self.budgets])
 
     @property
     def finished(self) -> bool:
@@ -76,25 +74,19 @@ class TargetVerifier:
     def verify(self, draft: Draft) -> torch.Tensor:
         self.state.mark_round()
         start = time.perf_counter()
-        if draft.tree is not None:  # n nodes in one forward, each seeing its ancestors only
-            logits = forward_tree(self.state, draft.tree)  # (1, n+1, V)
-        else:
-            logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
+        logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
         self.forward_seconds += time.perf_counter() - start  # on CPU: the forward's own time
         self.calls += 1
-        return self._evidence(logits)
+        return self.sampler.tokens(logits)  # (B, k+1)
 
-    def _evidence(self, logits: torch.Tensor) -> torch.Tensor:
-        if self.sampling.greedy:
-            return logits.argmax(dim=-1)  # (B, k+1)
-        return to_probs(logits, self._warpers)  # (B, k+1, V)
+    def accept(self, draft: Draft, target_tokens: torch.Tensor) -> Verdict:
+        """The accept rule: the longest prefix of each row's draft that the target's tokens match."""
+        return greedy_match(target_tokens, draft.items, draft.lengths)
 
     def correct(self, draft: Draft, verdict: Verdict) -> Verdict:
-        return verdict  # the correction token was sampled by the acceptance rule
+        return verdict  # the correction token is the target's own, from ``verify``
 
     def commit(self, draft: Draft, verdict: Verdict) -> list[list[int]]:
-        if draft.tree is not None:
-            return self._commit_tree(draft, verdict)
         accepted = verdict.num_accepted.tolist()
         items, next_tokens = draft.items.tolist(), verdict.next_item.tolist()
         emitted = []
@@ -103,8 +95,14 @@ class TargetVerifier:
             emitted.append(self._emit(b, new))
         self.state.keep_round(verdict.num_accepted)
         self.state.push(verdict.next_item[:, None])
-        self._retire()
+        self.end_round()
         return emitted
+
+    def end_round(self) -> None:
+        """The finished rows leave the caches; the sampler's output positions follow the outputs,
+        so the next round's drafter and check draw the noise of the same positions."""
+        self._retire()
+        self.sampler.offsets = [len(o) for o in self.outputs]
 
     def finish(self, rows: list[int]) -> None:
         """End these rows now (a client went away, a stop string the caller matched): they leave
@@ -118,13 +116,34 @@ class TargetVerifier:
             for state in (self.state, *self.followers):
                 state.retire(done)
 
-    def _commit_tree(self, draft: Draft, verdict: Verdict) -> list[list[int]]:
-        """The accepted path and the next token; the cache keeps the path's slots only."""
-        new = [int(draft.tree.tokens[i]) for i in verdict.path] + [int(verdict.next_item[0])]
-        emitted = [self._emit(0, new) if bool(self.active[0]) else []]
-        keep_tree_path(self.state, draft.tree, verdict.path)
-        self.state.push(verdict.next_item[:, None])
-        return emitted
+    def first_token(self, row: CausalLMState) -> int:
+        """Pick the first token of the row the sampler admitted last from ``row`` (prefilled up to
+        its last prompt token, which this feeds in a 1-token step)."""
+        logits = row.forward(num_logits=1)[0]  # (1, V)
+        return int(self.sampler.row_tokens(logits, len(self.sampler.configs) - 1, [0])[0])
+
+    def admit(self, row: CausalLMState, prompt_ids: list[int], budget: int, first: int) -> None:
+        """Append a batch-1 state whose pending token is the row's ``first`` as the last row; the
+        row may end at once (an end-of-sequence first token, a budget of 1)."""
+        self.state.admit(row)
+        self.prompts.append(list(prompt_ids))
+        self.outputs.append([])
+        self.budgets.append(budget)
+        self.active = torch.cat([self.active, torch.tensor([True])])
+        self._emit(len(self.outputs) - 1, [first])
+        self.end_round()
+
+    def compact(self) -> list[int]:
+        """Drop the finished rows from the numbering; returns the kept rows' former numbers."""
+        kept = self.state.compact().tolist()
+        self.prompts = [self.prompts[b] for b in kept]
+        self.outputs = [self.outputs[b] for b in kept]
+        self.budgets = [self.budgets[b] for b in kept]
+        self.active = self.active[kept]
+        self.sampler.compact(kept)
+        for follower in self.followers:
+            follower.compact(kept)
+        return kept
 
     def _text_stop(self, before: list[int], new: list[int]) -> int | None:
         """Index in ``new`` of the token that completes a stop string (None: none does). Only text

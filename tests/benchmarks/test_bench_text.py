@@ -77,7 +77,8 @@ def test_rows_have_every_field_and_equal_work(reduced):
         assert row.tokens_per_s > 0 and row.speedup_vs_hf > 0 and row.speedup_vs_loop > 0
         assert row.target_calls >= 1 and row.tokens_per_target_call >= 1
         if row.family.startswith("ours") and row.family != "ours-target":
-            assert 0 <= row.acceptance_rate <= 1
+            # None only where nothing was drafted: a sampled row whose text never repeated itself
+            assert (row.acceptance_rate is None and row.temperature > 0) or 0 <= row.acceptance_rate <= 1
         assert (row.exact_match is None) == (row.temperature != 0)
     assert reduced.row("hf-target", 0.0).speedup_vs_hf == 1.0
     json.dumps(reduced.to_dict())  # JSON-ready

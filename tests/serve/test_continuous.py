@@ -9,15 +9,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from specvideo.text import batching
+from specvideo.text import run as run_module
 from tests.serve.test_server import Server, tiny_pair
 
 
 @pytest.fixture
 def slow_rounds(monkeypatch):
-    """Every round of a BatchRun takes 30 ms more (room for requests to arrive mid-run); counts them."""
+    """Every round of a Run takes 30 ms more (room for requests to arrive mid-run); counts them."""
     rounds = []
-    original = batching.BatchRun.steps
+    original = run_module.Run.steps
 
     def steps(self):
         for step in original(self):
@@ -25,7 +25,7 @@ def slow_rounds(monkeypatch):
             time.sleep(0.03)
             yield step
 
-    monkeypatch.setattr(batching.BatchRun, "steps", steps)
+    monkeypatch.setattr(run_module.Run, "steps", steps)
     return rounds
 
 
@@ -84,13 +84,13 @@ def test_a_client_that_disconnects_inside_a_batch_frees_its_row(slow_rounds):
 
 def test_a_full_queue_in_continuous_mode_refuses_with_429_and_loses_nothing(monkeypatch):
     gate = threading.Event()
-    original = batching.BatchRun.__init__
+    original = run_module.Run.__init__
 
     def slow_init(self, *a, **k):
         gate.wait(10)
         original(self, *a, **k)
 
-    monkeypatch.setattr(batching.BatchRun, "__init__", slow_init)
+    monkeypatch.setattr(run_module.Run, "__init__", slow_init)
     s = Server(tiny_pair(fim=False), api_key=None, max_queue=1, max_batch=2)
     try:
         with ThreadPoolExecutor(5) as pool:

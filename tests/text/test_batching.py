@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.batching import BatchRun, RowRequest, RowSampler, gumbel_noise
+from specvideo.text.run import RowRequest
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.prompt_cache import PromptCache
 from specvideo.text.runtime.state import CausalLMState
-from specvideo.text.sampling import SamplingConfig, to_probs
+from specvideo.text.sampling import RowSampler, SamplingConfig, gumbel_noise, to_probs
 from tests.helpers import perturbed_copy, random_prompts, tiny_llama
 from tests.text.test_head import exact_head, target_greedy
 
@@ -41,7 +41,7 @@ def requests() -> list[RowRequest]:
 def decode(gen, first: RowRequest, joining: list[tuple[int, RowRequest]] = ()) -> dict:
     """Run ``first``; each (round, request) of ``joining`` is admitted after that round. Returns
     every request's tokens by its index (0: first)."""
-    run, out, joining, joined = BatchRun(gen, first, tag=0), {}, list(joining), 0
+    run, out, joining, joined = gen.open_rows(first, tag=0), {}, list(joining), 0
     for r, _ in enumerate(run.steps()):
         out.update({tag: list(run.verifier.outputs[b]) for b, tag in enumerate(run.tags)})
         while joining and joining[0][0] == r:
@@ -78,6 +78,23 @@ def test_a_sampled_row_depends_on_its_seed_only():
     assert decode(generator("none", lean_target=True), RowRequest(r.prompt_ids, 9, HOT, seed=7))[0] == same[0]
 
 
+@pytest.mark.parametrize("drafter", ["lean", "ngram"])
+def test_a_batch_of_prompts_decodes_each_row_as_it_decodes_alone(drafter):
+    """generate() over a batch is the same run as a continuous batch: each sampled row draws with
+    its own seed, so its tokens do not depend on its neighbours, their lengths or their budgets."""
+    gen = generator(drafter)
+    prompts = [r.prompt_ids for r in requests()]
+    seeds = [5, 6, 7, 8]
+    together = gen.generate(prompts, max_new_tokens=12, temperature=0.9, top_p=0.95, seed=seeds, stop=None)
+    alone = [gen.generate(p, max_new_tokens=12, temperature=0.9, top_p=0.95, seed=s, stop=None) for p, s in zip(prompts, seeds)]
+    assert together.token_ids == [out.token_ids for out in alone]
+    eos = gen.models.eos_ids()
+    through_eos = [next((t[: i + 1] for i, x in enumerate(t) if x in eos), t) for t in together.token_ids]
+    rows = [RowRequest(p, 12, HOT, seed=s) for p, s in zip(prompts, seeds)]
+    assert [decode(gen, r)[0] for r in rows] == through_eos  # and as a continuous batch's row (to its eos)
+    assert len(set(map(tuple, together.token_ids))) == 4
+
+
 def test_the_row_sampler_draws_from_the_warped_distribution():
     torch.manual_seed(0)
     logits = torch.randn(1, 1, 12) * 2
@@ -101,7 +118,7 @@ def test_a_joining_row_reuses_the_prompt_cache_and_decodes_the_same():
     prefix = reqs[2].prompt_ids
     cold = decode(gen, reqs[0], [(0, reqs[2])])[1]
     edited = RowRequest(prefix[:-2] + [(prefix[-2] + 1) % VOCAB, prefix[-1]], 17)  # one token edited
-    run = BatchRun(gen, reqs[0], tag=0)
+    run = gen.open_rows(reqs[0], tag=0)
     for r, _ in enumerate(run.steps()):
         if r == 0:
             run.admit(RowRequest(prefix, 17), tag=1)
@@ -118,7 +135,7 @@ def test_a_head_run_drafts_by_lookup_once_a_second_row_joins():
     gen = SpeculativeGenerator.from_models(target, draft=exact_head(target), drafter="head-hybrid", num_draft_tokens=3)
     prompts = random_prompts(2, VOCAB, seed=5, min_len=6, max_len=8)
     first, second = RowRequest(prompts[0], 20), RowRequest(prompts[1], 12)
-    run = BatchRun(gen, first, tag=0)
+    run = gen.open_rows(first, tag=0)
     kinds = []
     for r, _ in enumerate(run.steps()):
         kinds.append(type(run.drafter).__name__)
@@ -133,7 +150,7 @@ def test_a_head_run_drafts_by_lookup_once_a_second_row_joins():
 def test_finish_frees_a_row_before_the_next_round():
     gen = generator("ngram")
     reqs = requests()
-    run = BatchRun(gen, RowRequest(reqs[0].prompt_ids, 40), tag=0)
+    run = gen.open_rows(RowRequest(reqs[0].prompt_ids, 40), tag=0)
     for r, _ in enumerate(run.steps()):
         if r == 0:
             run.admit(RowRequest(reqs[2].prompt_ids, 40), tag=1)
@@ -163,7 +180,7 @@ def test_admitted_state_rows_compute_what_they_compute_alone():
 def test_a_request_past_the_context_is_refused_and_the_batch_goes_on():
     gen = generator("ngram")
     reqs = requests()
-    run = BatchRun(gen, reqs[0], tag=0)
+    run = gen.open_rows(reqs[0], tag=0)
     for r, _ in enumerate(run.steps()):
         if r == 0:
             with pytest.raises(ValueError, match="context length"):
@@ -183,7 +200,7 @@ def test_a_joining_row_has_its_first_token_before_the_next_round():
     gen = generator("lean", lean_target=True)
     reqs = requests()
     alone = decode(gen, reqs[3])[0]
-    run = BatchRun(gen, reqs[0], tag=0)
+    run = gen.open_rows(reqs[0], tag=0)
     for r, _ in enumerate(run.steps()):
         if r == 0:
             b = run.admit(reqs[3], tag=3)
@@ -195,7 +212,7 @@ def test_a_joining_row_has_its_first_token_before_the_next_round():
 def test_a_row_joins_a_run_whose_rows_have_all_finished(drafter, lean):
     gen = generator(drafter, lean)
     reqs = requests()
-    run, joined = BatchRun(gen, RowRequest(reqs[0].prompt_ids, 2), tag=0), False
+    run, joined = gen.open_rows(RowRequest(reqs[0].prompt_ids, 2), tag=0), False
     for _ in run.steps():
         if run.size == 0 and not joined:  # the last round of the first row: the run goes on with the next
             run.admit(reqs[2], tag=2)
@@ -209,7 +226,7 @@ def test_a_model_drafter_draws_with_the_noise_of_the_positions_the_target_checks
     target = tiny_llama(VOCAB, seed=0, logit_scale=4.0)
     gen = SpeculativeGenerator.from_models(target, draft=perturbed_copy(target, noise=0.0), drafter="model", num_draft_tokens=3)
     reqs = requests()
-    run = BatchRun(gen, RowRequest(reqs[1].prompt_ids, 24, HOT, seed=7), tag=0)
+    run = gen.open_rows(RowRequest(reqs[1].prompt_ids, 24, HOT, seed=7), tag=0)
     for r, _ in enumerate(run.steps()):
         if r == 0:
             run.admit(RowRequest(reqs[3].prompt_ids, 24, HOT, seed=8), tag=1)

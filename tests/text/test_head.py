@@ -184,7 +184,7 @@ def test_head_files_round_trip_and_refusals(tmp_path):
     from specvideo.text.drafting.head_drafters import HeadDrafter
 
     with pytest.raises(ValueError, match="batch 1"):
-        HeadDrafter(LeanLlama(back.llama, fc=back.fc), None, SamplingConfig()).start(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long))
+        HeadDrafter(LeanLlama(back.llama, fc=back.fc), None).start(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long))
 
 
 def test_chain_acceptance_on_stored_replies_counts_each_position():

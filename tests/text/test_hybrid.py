@@ -3,10 +3,11 @@
 import torch
 
 from specvideo.core.types import Verdict
-from specvideo.text import SamplingConfig, SpeculativeGenerator
+from specvideo.text import SpeculativeGenerator
 from specvideo.text.drafting.drafters import HybridDrafter, ModelDrafter, NGramDrafter
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.state import CausalLMState
+from specvideo.text.sampling import RowSampler
 from tests.helpers import perturbed_copy, random_prompts, tiny_llama
 from tests.text.test_greedy_exact import reference
 
@@ -66,7 +67,7 @@ def test_the_draft_catches_up_on_the_rounds_it_sat_out():
 def test_lookup_only_when_every_row_matches():
     _, draft = models()
     lean = LeanLlama(draft)
-    hybrid = HybridDrafter(ModelDrafter(lean, SamplingConfig()), NGramDrafter(3, min_ngram=2))
+    hybrid = HybridDrafter(ModelDrafter(lean, RowSampler.of(2)), NGramDrafter(3, min_ngram=2))
     ids = torch.tensor([[9, 3, 4, 9, 3, 4, 9, 3], [9, 10, 11, 12, 13, 14, 15, 16]])  # row 1 never repeats
     hybrid.start(ids, torch.ones_like(ids))
     draft_1 = hybrid.propose(3, None)

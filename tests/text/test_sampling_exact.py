@@ -10,10 +10,10 @@ import math
 import pytest
 import torch
 
-import specvideo.text.run as run_module
 from specvideo.core.types import Verdict
 from specvideo.text import SamplingConfig, SpeculativeGenerator
 from specvideo.text.sampling import to_probs
+from specvideo.text.verifier import TargetVerifier
 from tests.helpers import tiny_llama
 
 VOCAB, N = 8, 20_000
@@ -118,11 +118,11 @@ def test_accepting_every_draft_token_fails_the_same_test(models, monkeypatch):
     target, draft = models
     sampling = SamplingConfig(temperature=1.0)
 
-    def accept_all(p, q, draft_tokens, lengths, generator=None):
-        bonus = torch.multinomial(p[:, -1], 1, generator=generator).squeeze(1)
-        return Verdict(num_accepted=lengths.clone(), next_item=bonus)
+    def accept_all(self, draft, target_tokens):
+        bonus = target_tokens.gather(1, draft.lengths[:, None]).squeeze(1)  # the target's own after the draft
+        return Verdict(num_accepted=draft.lengths.clone(), next_item=bonus)
 
-    monkeypatch.setattr(run_module, "rejection_sample", accept_all)
+    monkeypatch.setattr(TargetVerifier, "accept", accept_all)
     gen = SpeculativeGenerator.from_models(target, draft=draft, num_draft_tokens=3, schedule="constant")
     observed, stats = sampled_joint(gen, sampling, seed=11)
     assert stats.acceptance_rate == 1.0

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator, TextModels
-from specvideo.text.batching import BatchRun, RowRequest
 from specvideo.text.drafting.drafters import NGramDrafter
+from specvideo.text.run import RowRequest
 from tests.helpers import own_greedy, perturbed_copy, random_prompts, tiny_llama
 
 VOCAB = 64
@@ -49,7 +49,7 @@ def test_every_run_is_opened_by_open(monkeypatch):
     monkeypatch.setattr(gen, "open", lambda *a, **k: opened.append(k.get("drafter")) or original(*a, **k))
     prompt = random_prompts(1, VOCAB, seed=5, min_len=6, max_len=8)[0]
     gen.generate([prompt], max_new_tokens=4, stop=None)
-    run = BatchRun(gen, RowRequest(prompt, 4))
+    run = gen.open_rows(RowRequest(prompt, 4))
     for _ in run.steps():
         pass
     assert opened == [None, "hybrid"]  # generate's run (the generator's drafter), a continuous batch's

@@ -1,5 +1,6 @@
-"""Token trees: mask and positions, the acceptance rules (greedy identity, the sampled distribution),
-and the target's tree forward with cache compaction on the transformers and LeanLlama paths."""
+"""Token trees: mask and positions, the walk down a tree (greedy identity; sampled runs keep the
+target's distribution), and the target's tree forward with cache compaction on the transformers and
+LeanLlama paths."""
 
 import pytest
 import torch
@@ -9,11 +10,10 @@ from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.tree import (
     TokenTree,
     forward_tree,
-    greedy_tree_accept,
     keep_tree_path,
-    sampled_tree_accept,
     tree_attention_mask,
     tree_depths,
+    tree_walk,
 )
 from tests.helpers import perturbed_copy, random_prompts, tiny_llama
 
@@ -44,36 +44,13 @@ def test_a_parent_must_come_first():
         TokenTree(torch.tensor([[1, 2]]), torch.tensor([-1, 0]))
 
 
-def test_greedy_walk_follows_the_targets_argmax():
+def test_the_walk_follows_the_targets_tokens():
     tree = TokenTree(torch.tensor([10, 11, 12, 13, 14, 15]), PARENTS)
-    # argmax after the root, then after nodes 0..5
-    assert greedy_tree_accept(torch.tensor([10, 13, 0, 0, 0, 0, 0]), tree) == ([0, 3], 0)
-    assert greedy_tree_accept(torch.tensor([11, 0, 0, 0, 0, 0, 0]), tree) == ([1], 0)
-    assert greedy_tree_accept(torch.tensor([10, 12, 0, 15, 0, 0, 9]), tree) == ([0, 2, 5], 9)
-    assert greedy_tree_accept(torch.tensor([4, 0, 0, 0, 0, 0, 0]), tree) == ([], 4)  # no child: the target's own
-
-
-def test_sampled_tree_output_is_distributed_as_the_target():
-    """First token ~ p after the root; when it is node 0's token, the second ~ p after node 0. Two
-    candidates per level (one of them twice), the candidates' probabilities high and low."""
-    V, N = 6, 40_000
-    g = torch.Generator().manual_seed(0)
-    p_root = torch.tensor([0.05, 0.4, 0.1, 0.25, 0.15, 0.05])
-    p_node0 = torch.tensor([0.3, 0.05, 0.05, 0.2, 0.1, 0.3])
-    tree = TokenTree(torch.tensor([1, 4, 4, 0, 5]), torch.tensor([-1, -1, -1, 0, 0]))
-    p = torch.zeros(tree.size + 1, V)
-    p[0], p[1] = p_root, p_node0
-    p[2:] = torch.full((V,), 1 / V)
-    first, second = torch.zeros(V), torch.zeros(V)
-    for _ in range(N):
-        path, nxt = sampled_tree_accept(p, tree, g)
-        tokens = [int(tree.tokens[i]) for i in path] + [nxt]
-        first[tokens[0]] += 1
-        if tokens[0] == 1:
-            second[tokens[1]] += 1
-    floor = 3 * (V / N) ** 0.5  # a few times the sampling noise of the total variation
-    assert 0.5 * (first / N - p_root).abs().sum() < floor
-    assert 0.5 * (second / second.sum() - p_node0).abs().sum() < 3 * (V / second.sum()) ** 0.5
+    # the target's token after the root, then after nodes 0..5
+    assert tree_walk(torch.tensor([10, 13, 0, 0, 0, 0, 0]), tree) == ([0, 3], 0)
+    assert tree_walk(torch.tensor([11, 0, 0, 0, 0, 0, 0]), tree) == ([1], 0)
+    assert tree_walk(torch.tensor([10, 12, 0, 15, 0, 0, 9]), tree) == ([0, 2, 5], 9)
+    assert tree_walk(torch.tensor([4, 0, 0, 0, 0, 0, 0]), tree) == ([], 4)  # no child: the target's own
 
 
 def _sequential_logits(model, ids: list[int]) -> torch.Tensor:
@@ -131,7 +108,7 @@ def test_greedy_with_trees_equals_the_targets_own_greedy(lean):
         tree = TokenTree(torch.tensor(tokens), torch.tensor(parents))
         state.mark_round()
         argmax = forward_tree(state, tree)[0].argmax(-1)  # (n + 1,)
-        path, nxt = greedy_tree_accept(argmax, tree)
+        path, nxt = tree_walk(argmax, tree)
         keep_tree_path(state, tree, path)
         state.push(torch.tensor([[nxt]]))
         out += [int(tree.tokens[i]) for i in path] + [nxt]

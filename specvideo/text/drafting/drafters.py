@@ -13,19 +13,20 @@ from collections.abc import Callable
 import torch
 from transformers import PreTrainedModel
 
-from specvideo.core.acceptance import sample_categorical
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.drafting.base import Drafter, no_draft
 from specvideo.text.runtime.state import CausalLMState
-from specvideo.text.sampling import SamplingConfig, to_probs
+from specvideo.text.sampling import RowSampler
 
 
 class ModelDrafter(Drafter):
     """Drafts with any transformers causal LM, keeping its own KV cache and rolling it back by cropping.
 
     In a round it feeds what it has not seen yet (the target's correction, and its own last draft
-    when that was accepted) and then drafts k tokens autoregressively, sampling from q when the
-    sampling config is not greedy.
+    when that was accepted) and then drafts k tokens autoregressively, each row's token drawn by the
+    run's ``RowSampler`` (``specvideo.text.sampling``): its argmax for a greedy row, else the
+    Gumbel-max sample with the noise the target draws at that position (coupled drafting), so a
+    drafted token is the one the target would likely pick.
 
     ``vocab_size`` is the target's: a draft whose vocabulary is padded to another size (the same
     tokenizer, e.g. Qwen2.5 0.5B and 7B) has its logits cut or padded with -inf to it, so q has
@@ -33,24 +34,12 @@ class ModelDrafter(Drafter):
     target token the draft has no row for is fed to it as id 0 (its context only, never its output).
     """
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        sampling: SamplingConfig,
-        generator: torch.Generator | None = None,
-        vocab_size: int | None = None,
-        row_sampler=None,
-    ):
+    def __init__(self, model: PreTrainedModel, sampler: RowSampler, vocab_size: int | None = None):
         self.model = model
-        self.sampling = sampling
-        self.generator = generator
-        self._warpers = sampling.warpers()
+        self.sampler = sampler
         self.calls = 0
         self.vocab_size = vocab_size
         self._own = getattr(model, "vocab_size", None) or model.config.vocab_size  # rows of the draft's head
-        # continuous batching (``specvideo.text.batching.RowSampler``): rows drawn with their own
-        # settings and the target's noise, so a drafted token is what the target would likely pick
-        self.row_sampler = row_sampler
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, self.feedable(input_ids), attention_mask)
@@ -75,26 +64,15 @@ class ModelDrafter(Drafter):
             return no_draft(B, device)
         self.state.mark_round()
         logits = self.fit_vocab(self.state.forward()[:, -1])  # (B, V)
-        tokens, qs = [], []
+        tokens = []
         for i in range(k):
-            token, q = self._draw(logits, keep_drafting is not None, i)  # (B,), (B, V) or None
-            tokens.append(token)
-            qs.append(q)
-            if i == k - 1 or (keep_drafting is not None and not keep_drafting(q.max(dim=-1).values)):
+            tokens.append(self.sampler.tokens(logits[:, None], step=i)[:, 0])  # (B,)
+            if i == k - 1 or (keep_drafting is not None and not keep_drafting(torch.softmax(logits, -1).max(dim=-1).values)):
                 break
-            logits = self.fit_vocab(self.state.forward(token[:, None])[:, -1])  # (B, V)
+            logits = self.fit_vocab(self.state.forward(tokens[-1][:, None])[:, -1])  # (B, V)
         self.calls += len(tokens)
         items = torch.stack(tokens, dim=1)  # (B, m)
-        q = None if self.sampling.greedy or qs[0] is None else torch.stack(qs, dim=1)  # (B, m, V)
-        return Draft(items=items, lengths=torch.full((B,), items.shape[1], device=device), q=q)
-
-    def _draw(self, logits: torch.Tensor, confidence: bool, step: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if self.row_sampler is not None:  # each row's own settings, with the noise its target draws
-            return self.row_sampler.tokens(logits[:, None], step)[:, 0], torch.softmax(logits, -1) if confidence else None
-        if self.sampling.greedy:
-            return logits.argmax(dim=-1), torch.softmax(logits, dim=-1) if confidence else None
-        q = to_probs(logits, self._warpers)  # (B, V)
-        return sample_categorical(q, self.generator), q
+        return Draft(items=items, lengths=torch.full((B,), items.shape[1], device=device))
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
         next_token = self.feedable(verdict.next_item[:, None])  # (B, 1)

@@ -20,12 +20,10 @@ from collections.abc import Callable
 
 import torch
 
-from specvideo.core.acceptance import sample_categorical
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.drafting.base import Drafter, no_draft
 from specvideo.text.runtime.state import CausalLMState
-from specvideo.text.sampling import SamplingConfig, to_probs
-from specvideo.text.tree import TokenTree
+from specvideo.text.tree import TokenTree, TreeDraft
 
 
 class HeadDrafter(Drafter):
@@ -33,13 +31,16 @@ class HeadDrafter(Drafter):
 
     batched = False  # it reads one row's features: a continuous batch drafts by prompt lookup
 
-    def __init__(self, head, verifier, sampling: SamplingConfig, generator: torch.Generator | None = None):
+    def __init__(self, head, verifier):
         if getattr(head, "fc", None) is None:
             raise ValueError("the head drafter runs a draft head (LeanLlama with its fc), not a plain draft model")
         self.head, self.verifier = head, verifier
-        self.sampling, self.generator = sampling, generator
-        self._warpers = sampling.warpers()
         self.calls = 0
+
+    @property
+    def sampler(self):
+        """The verifier's: the head draws as the target does, with the row's settings and noise."""
+        return self.verifier.sampler
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         if input_ids.shape[0] != 1:
@@ -67,25 +68,16 @@ class HeadDrafter(Drafter):
         logits = self._catch_up(k)  # (1, V)
         if logits is None:
             return no_draft(1, self.device)
-        tokens, qs = [], []
+        tokens = []
         for i in range(k):
-            token, q = self._draw(logits, confidence=keep_drafting is not None)  # (1,), (1, V) or None
-            tokens.append(token)
-            qs.append(q)
-            if i == k - 1 or (keep_drafting is not None and not keep_drafting(q.max(dim=-1).values)):
+            tokens.append(self.sampler.tokens(logits[:, None], step=i)[:, 0])  # (1,)
+            if i == k - 1 or (keep_drafting is not None and not keep_drafting(torch.softmax(logits, -1).max(dim=-1).values)):
                 break
             feature = self.state.hidden[:, -1:]  # (1, 1, d) the head's own prediction of f
-            logits = self.state.forward(token[:, None], features=feature)[:, -1]
+            logits = self.state.forward(tokens[-1][:, None], features=feature)[:, -1]
         self.calls += len(tokens)
         items = torch.stack(tokens, dim=1)  # (1, m)
-        q = None if self.sampling.greedy else torch.stack(qs, dim=1)  # (1, m, V)
-        return Draft(items=items, lengths=torch.tensor([items.shape[1]], device=self.device), q=q)
-
-    def _draw(self, logits: torch.Tensor, confidence: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if self.sampling.greedy:
-            return logits.argmax(dim=-1), torch.softmax(logits, dim=-1) if confidence else None
-        q = to_probs(logits, self._warpers)  # (1, V)
-        return sample_categorical(q, self.generator), q
+        return Draft(items=items, lengths=torch.tensor([items.shape[1]], device=self.device))
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
         """Drop the slots of this round's drafted tokens, then queue the target's block, the accepted
@@ -109,24 +101,25 @@ class HeadDrafter(Drafter):
         (w tokens, the prompt at first), then the accepted path and the next token. (n,), (n, d)."""
         hidden = self.target.hidden[0]  # (w + n_draft, d) features of the target's fed block
         w = len(self._block)
-        if draft.tree is not None:
-            path = torch.tensor(verdict.path, dtype=torch.long, device=self.device)
-            accepted, at = draft.tree.tokens[path], w + path
-        else:
-            a = int(verdict.num_accepted[0])
-            accepted, at = draft.items[0, :a], w + torch.arange(a, device=self.device)
+        accepted, at = self._accepted(draft, verdict)
+        at = w + at
         tokens = torch.cat([self._block[1:], accepted, verdict.next_item[:1]])  # (w - 1 + a + 1,)
         rows = torch.cat([torch.arange(w, device=self.device), at])  # features f at the previous token
         return tokens, hidden[rows]
 
+    def _accepted(self, draft: Draft, verdict: Verdict) -> tuple[torch.Tensor, torch.Tensor]:
+        """The accepted tokens (a,) and their places in the drafted block (a,)."""
+        a = int(verdict.num_accepted[0])
+        return draft.items[0, :a], torch.arange(a, device=self.device)
+
 
 class HeadTreeDrafter(HeadDrafter):
     """EAGLE-2's dynamic draft tree from the head: depth k, ``width`` nodes expanded per depth with
-    ``width`` children each, the ``max_nodes`` most likely nodes kept. Candidates are deterministic,
-    so the sampled tree rule keeps the target's distribution."""
+    ``width`` children each, the ``max_nodes`` most likely nodes kept (its ``TreeDraft`` runs with
+    the ``TreeVerifier``)."""
 
-    def __init__(self, head, verifier, sampling: SamplingConfig, generator=None, width: int = 2, max_nodes: int = 12):
-        super().__init__(head, verifier, sampling, generator)
+    def __init__(self, head, verifier, width: int = 2, max_nodes: int = 12):
+        super().__init__(head, verifier)
         if width < 1 or max_nodes < 1:
             raise ValueError(f"width and max_nodes must be >= 1, got {width} and {max_nodes}")
         self.width, self.max_nodes = width, max_nodes
@@ -140,14 +133,19 @@ class HeadTreeDrafter(HeadDrafter):
             if not expansion.expand(self.head, self._log_probs):
                 break
         self.calls += expansion.forwards + 1
-        tree = expansion.best(self.max_nodes)
-        return Draft(items=tree.tokens[None], lengths=torch.tensor([tree.size], device=self.device), tree=tree)
+        return TreeDraft.of(expansion.best(self.max_nodes))
+
+    def _accepted(self, draft: Draft, verdict: Verdict) -> tuple[torch.Tensor, torch.Tensor]:
+        if not isinstance(draft, TreeDraft):
+            return super()._accepted(draft, verdict)
+        path = torch.tensor(verdict.path, dtype=torch.long, device=self.device)
+        return draft.tree.tokens[path], path
 
     def _log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         """(m, V) log q: the warped draft distribution (the raw one when greedy)."""
-        if self.sampling.greedy:
+        if self.sampler.configs[0].greedy:
             return torch.log_softmax(logits, dim=-1)
-        return to_probs(logits, self._warpers).clamp_min(1e-30).log()
+        return self.sampler.probs(logits, 0).clamp_min(1e-30).log()
 
 
 class _Expansion:

@@ -13,9 +13,10 @@ import torch
 from specvideo.text.drafting.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
 from specvideo.text.drafting.head_drafters import HeadDrafter, HeadTreeDrafter
 from specvideo.text.drafting.tree_drafters import ModelTreeDrafter, NGramTreeDrafter
-from specvideo.text.sampling import SamplingConfig
+from specvideo.text.tree import TreeVerifier
+from specvideo.text.verifier import TargetVerifier
 
-__all__ = ["BUILDERS", "DraftParts", "build_drafter"]
+__all__ = ["BUILDERS", "DraftParts", "build_drafter", "build_verifier"]
 
 
 @dataclass(frozen=True)
@@ -25,14 +26,13 @@ class DraftParts:
     draft: torch.nn.Module | None  # the draft as given: a causal LM, a DraftHead, or None
     runner: object | None  # the draft as run: its LeanLlama where one was built, else ``draft``
     vocab_size: int  # the target's
-    sampling: SamplingConfig
-    generator: torch.Generator | None
-    verifier: object  # the run's TargetVerifier (the head drafters read its features)
+    # the run's TargetVerifier: its rows (prompt lookup reads them), its sampler (a model drafter
+    # draws with the target's noise), its features (the head drafters read them)
+    verifier: object
     batch_size: int
     # the generator's TextConfig: the drafters' own settings (max_ngram, hybrid_min_ngram,
     # tree_branches, tree_nodes, tree_width, head_tree_width)
     settings: object
-    row_sampler: object = None  # a continuous batch's RowSampler: a model drafter draws with its noise
 
 
 def _lookup(p: DraftParts, hybrid: bool = False) -> NGramDrafter:
@@ -43,7 +43,7 @@ def _lookup(p: DraftParts, hybrid: bool = False) -> NGramDrafter:
 
 
 def _model(p: DraftParts, lean: bool = True) -> ModelDrafter:
-    return ModelDrafter(p.runner if lean else p.draft, p.sampling, p.generator, p.vocab_size, p.row_sampler)
+    return ModelDrafter(p.runner if lean else p.draft, p.verifier.sampler, p.vocab_size)
 
 
 def _head(p: DraftParts, tree: bool = False, hybrid: bool = False):
@@ -52,11 +52,9 @@ def _head(p: DraftParts, tree: bool = False, hybrid: bool = False):
     if p.batch_size > 1:
         return _lookup(p)
     if tree:
-        drafter = HeadTreeDrafter(
-            p.runner, p.verifier, p.sampling, p.generator, p.settings.head_tree_width, p.settings.tree_nodes
-        )
+        drafter = HeadTreeDrafter(p.runner, p.verifier, p.settings.head_tree_width, p.settings.tree_nodes)
     else:
-        drafter = HeadDrafter(p.runner, p.verifier, p.sampling, p.generator)
+        drafter = HeadDrafter(p.runner, p.verifier)
     return HybridDrafter(drafter, _lookup(p, hybrid=True)) if hybrid else drafter
 
 
@@ -85,3 +83,10 @@ BUILDERS: dict[str, Callable[[DraftParts], object]] = {
 def build_drafter(name: str, parts: DraftParts):
     """Drafter ``name`` for one run."""
     return BUILDERS[name](parts)
+
+
+def build_verifier(spec, model, sampler, budgets: list[int], stop_ids: frozenset[int]) -> TargetVerifier:
+    """The target's verifier for a drafter of ``spec``: the tree verifier for one that proposes
+    token trees (its catalog entry's ``tree``), the chain verifier for every other."""
+    verifier = TreeVerifier if spec.tree else TargetVerifier
+    return verifier(model, sampler, budgets, stop_ids)

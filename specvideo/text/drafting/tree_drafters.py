@@ -17,7 +17,7 @@ import torch
 
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.drafting.base import Drafter, no_draft
-from specvideo.text.tree import TokenTree
+from specvideo.text.tree import TokenTree, TreeDraft
 
 
 class NGramTreeDrafter(Drafter):
@@ -46,8 +46,7 @@ class NGramTreeDrafter(Drafter):
         tree = self.tree(self.continuations(k)) if k > 0 else None
         if tree is None:
             return no_draft(1, self.device)
-        tree = TokenTree(tree.tokens.to(self.device), tree.parents.to(self.device))
-        return Draft(items=tree.tokens[None], lengths=torch.tensor([tree.size], device=self.device), tree=tree)
+        return TreeDraft.of(TokenTree(tree.tokens.to(self.device), tree.parents.to(self.device)))
 
     def continuations(self, k: int) -> list[list[int]]:
         """Up to ``branches`` distinct continuations of at most k tokens, best first: the longest
@@ -86,7 +85,7 @@ class NGramTreeDrafter(Drafter):
         return TokenTree(torch.tensor(tokens, dtype=torch.long), torch.tensor(parents, dtype=torch.long))
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
-        if draft.tree is not None:
+        if isinstance(draft, TreeDraft):
             self.history.extend(int(draft.tree.tokens[i]) for i in verdict.path)
         self.history.append(int(verdict.next_item[0]))
 
@@ -95,7 +94,7 @@ class ModelTreeDrafter(Drafter):
     """A draft model's greedy chain of k tokens, and at each depth its next ``width`` most likely
     tokens as leaves beside the chain's token (Medusa's and EAGLE-2's cheapest tree: one draft
     forward per depth, the siblings come from the same logits). The candidates are deterministic,
-    so the sampled tree rule keeps the target's distribution at any temperature. Batch 1.
+    and the ``TreeVerifier`` walks them against the target's own tokens at any temperature. Batch 1.
 
     ``inner`` is a ``ModelDrafter`` (its KV cache, vocabulary fitting and call count are reused).
     """
@@ -139,13 +138,12 @@ class ModelTreeDrafter(Drafter):
                 logits = self.inner.fit_vocab(state.forward(torch.tensor([[top[0]]], device=device))[:, -1])[0]
         self.inner.calls += k
         self._chain = chain
-        tree = TokenTree(torch.tensor(tokens, device=device), torch.tensor(parents, device=device))
-        return Draft(items=tree.tokens[None], lengths=torch.tensor([tree.size], device=device), tree=tree)
+        return TreeDraft.of(TokenTree(torch.tensor(tokens, device=device), torch.tensor(parents, device=device)))
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
         """Keep the chain's slots the path shares, then queue the rest of the path and the next token."""
         state, next_token = self.inner.state, self.inner.feedable(verdict.next_item[:, None])  # (1, 1)
-        if draft.tree is None:
+        if not isinstance(draft, TreeDraft):
             state.push(next_token)
             return
         path = verdict.path
