@@ -1,5 +1,6 @@
-"""Sampled drafts under the two acceptance rules: rejection sampling on one shared generator
-(Leviathan et al. 2023) against per-row Gumbel-max noise with coupled drafting (the row path).
+"""Sampled drafts under the two sampling rules of the one row path (``TextConfig.sampling_rule``):
+rejection sampling on each row's generator (Leviathan et al. 2023) against per-row Gumbel-max noise
+with coupled drafting (the default).
 
 For each prompt of the tuning splits (chat and code), each temperature and each seed, one sampled
 run of the default pair with the lean model drafter, alone (batch 1), under each rule; prints the
@@ -16,7 +17,6 @@ import json
 import statistics
 
 import torch
-from specvideo.text.batching import BatchRun, RowRequest
 
 from benchmarks.text.prompts import chat_prompts, code_prompts
 from specvideo.text import SpeculativeGenerator
@@ -30,22 +30,14 @@ def prompt_ids(g, prompt) -> list[int]:
     return g.tokenizer(prompt.text)["input_ids"]
 
 
-def rejection_run(g, ids, sampling, seed, n):
-    run = g.start([ids], max_new_tokens=n, temperature=sampling.temperature, top_p=sampling.top_p,
-                  generator=torch.Generator().manual_seed(seed))
+def sampled_run(g, ids, sampling, seed, n):
+    run = g.start([ids], max_new_tokens=n, temperature=sampling.temperature, top_p=sampling.top_p, seed=seed)
     for _ in run.steps():
         pass
     return run.stats
 
 
-def gumbel_run(g, ids, sampling, seed, n):
-    run = BatchRun(g, RowRequest(ids, n, sampling, seed, cache_prompt=False))
-    for _ in run.steps():
-        pass
-    return run.stats
-
-
-RULES = {"rejection": rejection_run, "gumbel": gumbel_run}
+RULES = ("rejection", "gumbel")
 
 
 def main() -> None:
@@ -57,15 +49,17 @@ def main() -> None:
     parser.add_argument("--drafter", default="lean")
     args = parser.parse_args()
     torch.manual_seed(0)
-    g = SpeculativeGenerator.from_pretrained(drafter=args.drafter)
+    base = SpeculativeGenerator.from_pretrained(drafter=args.drafter)
+    g = base
     prompts = chat_prompts("tuning", args.prompts) + code_prompts("tuning", args.prompts)
     ids = [prompt_ids(g, p) for p in prompts]
     for temperature in args.temperatures:
         sampling = SamplingConfig(temperature, None, 1.0)
-        for rule, run in RULES.items():
+        for rule in RULES:
+            g = SpeculativeGenerator(base.models, base.config, sampling_rule=rule)
             per_seed = []
             for seed in range(args.seeds):
-                stats = [run(g, x, sampling, seed, args.max_new_tokens) for x in ids]
+                stats = [sampled_run(g, x, sampling, seed, args.max_new_tokens) for x in ids]
                 drafted, accepted = sum(s.drafted for s in stats), sum(s.accepted for s in stats)
                 rounds, calls = sum(s.rounds for s in stats), sum(s.target_calls for s in stats)
                 emitted = sum(s.emitted for s in stats)

@@ -65,6 +65,11 @@ def add_settings(p) -> None:
     p.add_argument("--temperature", type=float, default=d.temperature, help="0 = greedy")
     p.add_argument("--top-k", type=int, default=d.top_k)
     p.add_argument("--top-p", type=float, default=d.top_p)
+    p.add_argument(
+        "--sampling-rule", default=d.sampling_rule, choices=("gumbel", "rejection"),
+        help="sampled rows: gumbel (each row's text from its seed alone, whatever the batch) or "
+        "rejection (speculative sampling: more sampled model drafts accepted, text tied to the run)",
+    )
     add_dtype(p)
     add_seed_and_device(p, d.seed, None)
 

@@ -36,7 +36,6 @@ from specvideo.serve.protocol import (
     new_id,
 )
 from specvideo.serve.requests import Trace, job_events, submit
-from specvideo.text.models.loading import context_length
 from specvideo.text.prompts import FIM_TOKENS, chat_ids, fim_ids
 
 DEFAULT_CHAT_TOKENS = 512
@@ -165,16 +164,7 @@ def _completion_ids(engine: Engine, body: CompletionRequest) -> list[int]:
 
 
 def _job(engine: Engine, body, ids: list[int], max_tokens: int | None) -> Job:
-    context = context_length(engine.generator.target)
-    room = context - len(ids)
-    if room <= 0 or (max_tokens is not None and max_tokens > room):
-        asked = "" if max_tokens is None else f" and max_tokens ({max_tokens})"
-        raise APIError(
-            413,
-            f"the prompt ({len(ids)} tokens){asked} exceed the model's context of {context} tokens",
-            param="prompt",
-            code="context_length_exceeded",
-        )
+    room = engine.room(ids, max(max_tokens or 0, 1))  # at least one token must fit
     limit = max_tokens if max_tokens is not None else min(DEFAULT_CHAT_TOKENS, room)
     if engine.max_tokens is not None:
         limit = min(limit, engine.max_tokens)  # the server's cap (--max-tokens)

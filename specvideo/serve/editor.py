@@ -118,10 +118,7 @@ def _predict(engine: Engine, body: LlamaRequest) -> int:
 def _job(
     engine: Engine, ids, max_tokens, temperature, top_p, seed, stops, top_k=None, max_predict_ms=None, cache=True
 ) -> Job:
-    context = context_length(engine.generator.target)
-    room = context - len(ids)
-    if room <= 0:
-        raise APIError(413, f"the prompt ({len(ids)} tokens) exceeds the model's context of {context} tokens", param="prompt", code="context_length_exceeded")
+    room = engine.room(ids, 1)  # at least one token must fit; the answer is cut to the room
     limit = min(room, max_tokens if max_tokens is not None else room, engine.max_tokens or room)
     return Job(ids, limit, temperature, top_p, seed, list(stops), top_k or None, max_predict_ms, cache)
 

@@ -62,6 +62,19 @@ class Engine:
         if generator is not None:
             self.attach(generator)
 
+    def room(self, ids: list[int], asked: int) -> int:
+        """The tokens a prompt ``ids`` leaves in the target's context, after the library's one check
+        (``TextModels.check_room``: the target's positions and the draft's) that ``asked`` new
+        tokens fit, answered as a 413."""
+        from specvideo.text.models.loading import context_length
+
+        g = self.generator
+        try:
+            g.models.check_room(len(ids), asked, g.drafter_spec)
+        except ValueError as err:
+            raise APIError(413, str(err), param="prompt", code="context_length_exceeded") from None
+        return context_length(g.target) - len(ids)
+
     def attach(self, generator) -> None:
         """Start serving with ``generator`` (the end of loading; a tree drafter's batch drafts
         with its chain, ``SpeculativeGenerator.open_rows``)."""

@@ -42,6 +42,11 @@ class TextConfig(Settings):
     temperature: float = 0.0
     top_k: int | None = None
     top_p: float | None = None
+    # how sampled rows draw and check tokens (``RowSampler``): "gumbel", each row's tokens from its
+    # own seed alone, whatever the batch; "rejection", speculative sampling on each row's generator,
+    # which accepted 11-19 % more sampled model drafts on the tuning split but ties a row's tokens to
+    # its run (docs/BENCHMARKS.md "Text: the sampling rule")
+    sampling_rule: str = "gumbel"
     max_ngram: int = 3
     # hybrid drafter: look up only matches of at least this many tokens (else the model drafts);
     # chosen on train-split prompts (models/text/README.md), 1-token matches cost sampled speed

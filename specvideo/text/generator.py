@@ -67,6 +67,7 @@ class SpeculativeGenerator:
         self.config = c = c.updated(drafter=drafter)
         self.drafter_spec = spec = spec_of(drafter)
         make_schedule(c.schedule, c.num_draft_tokens)  # validates k and the schedule name
+        RowSampler(c.sampling_rule)  # validates the rule
         check_size(c.draft_vocab_size)
         self._check_models(spec)
         if draft_vocab is not None and not spec.lean:
@@ -299,7 +300,7 @@ class SpeculativeGenerator:
         spec = spec_of(name)
         self.models.check_room(prompt.max_length, max(r.max_new_tokens for r in requests), spec)
         runner = self.runner if spec is self.drafter_spec else self.models.draft_runner(spec, self.draft_vocab)
-        sampler = RowSampler()
+        sampler = RowSampler(self.config.sampling_rule)
         for request in requests:
             sampler.admit(request.sampling, request.seed)
         budgets = [r.max_new_tokens for r in requests]

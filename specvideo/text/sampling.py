@@ -15,6 +15,9 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
+from specvideo.core.acceptance import greedy_match, rejection_sample, sample_categorical
+from specvideo.core.types import Draft, Verdict
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
@@ -67,27 +70,41 @@ def gumbel_noise(seed: int, position: int, vocab_size: int) -> torch.Tensor:
     return -torch.log(-torch.log(u))
 
 
-class RowSampler:
-    """Each row's sampling settings and seed: the one sampling rule of every run.
+RULES = ("gumbel", "rejection")
 
-    The token of a sampled row at output position t is ``argmax(log p_t + g_t)`` with Gumbel noise
-    ``g_t`` drawn from the row's seed and t alone (``gumbel_noise``): an exact sample of p_t (the
-    Gumbel-max trick) that depends on neither the draft, the round nor the batch, so a row decodes
-    the same tokens alone or beside any others, and a verdict is a greedy match of the draft against
-    the target's tokens. A model drafter draws with the same noise (coupled drafting), so its tokens
-    are the ones the target is likely to pick. A greedy row takes the argmax.
+
+class RowSampler:
+    """Each row's sampling settings and seed, and the rule its sampled tokens are drawn and checked
+    by: the one sampling path of every run (the target's tokens, a model drafter's, the verdict).
+
+    ``gumbel`` (the default): the token of a sampled row at output position t is
+    ``argmax(log p_t + g_t)`` with Gumbel noise ``g_t`` drawn from the row's seed and t alone
+    (``gumbel_noise``): an exact sample of p_t (the Gumbel-max trick) that depends on neither the
+    draft, the round nor the batch, so a row decodes the same tokens alone or beside any others, and
+    the verdict is a greedy match of the draft against the target's tokens. A model drafter draws
+    with the same noise (coupled drafting), so its tokens are the ones the target is likely to pick.
+
+    ``rejection``: speculative sampling (Leviathan et al. 2023) on each row's own generator: a model
+    drafter samples x from q, the target accepts it with probability min(1, p(x) / q(x)), else
+    samples the residual. Exact too, and it accepts more sampled model drafts (the optimal coupling
+    of q and p; docs/BENCHMARKS.md "Text: the sampling rule"), but a row's tokens then depend on
+    its drafts and round lengths, so on the run it is in. Greedy rows take the argmax under both.
     """
 
-    def __init__(self):
+    def __init__(self, rule: str = "gumbel"):
+        if rule not in RULES:
+            raise ValueError(f"sampling_rule must be one of {', '.join(RULES)}, got {rule!r}")
+        self.rule = rule
         self.configs: list[SamplingConfig] = []
         self.seeds: list[int] = []
         self.offsets: list[int] = []  # tokens each row has emitted (the verifier keeps it current)
         self._warpers: list = []
+        self._generators: list[torch.Generator] = []  # rejection: each row's own
 
     @classmethod
-    def of(cls, rows: int, sampling: SamplingConfig = SamplingConfig(), seed: int = 0) -> RowSampler:
+    def of(cls, rows: int, sampling: SamplingConfig = SamplingConfig(), seed: int = 0, rule: str = "gumbel") -> RowSampler:
         """A sampler of ``rows`` rows with the same settings (row b seeded ``seed + b``)."""
-        sampler = cls()
+        sampler = cls(rule)
         for b in range(rows):
             sampler.admit(sampling, seed + b)
         return sampler
@@ -97,36 +114,99 @@ class RowSampler:
         self.seeds.append(int(seed))
         self.offsets.append(0)
         self._warpers.append(sampling.warpers())
+        self._generators.append(torch.Generator().manual_seed(int(seed) % (1 << 63)))
 
     def compact(self, kept: list[int]) -> None:
-        for name in ("configs", "seeds", "offsets", "_warpers"):
+        for name in ("configs", "seeds", "offsets", "_warpers", "_generators"):
             setattr(self, name, [getattr(self, name)[b] for b in kept])
 
     @property
-    def greedy(self) -> bool:
-        return all(c.greedy for c in self.configs)
-
-    def tokens(self, logits: torch.Tensor, step: int = 0, depths: torch.Tensor | None = None) -> torch.Tensor:
-        """logits (B, n, V) -> token ids (B, n): position j of row b's block is its output position
-        ``offsets[b] + step + j``, or ``offsets[b] + depths[j]`` for a token tree's nodes."""
-        out = logits.argmax(dim=-1)  # (B, n)
-        for b, config in enumerate(self.configs):
-            if config.greedy or not bool(logits[b].any()):  # greedy, or a retired row's zeros
-                continue
-            first = self.offsets[b] + step
-            positions = range(first, first + logits.shape[1]) if depths is None else (first + depths).tolist()
-            out[b] = self.row_tokens(logits[b], b, positions)
-        return out
+    def rejection(self) -> bool:
+        """Rounds draw and check by rejection sampling (the rule, with a sampled row in the run)."""
+        return self.rule == "rejection" and not all(c.greedy for c in self.configs)
 
     def probs(self, logits: torch.Tensor, b: int) -> torch.Tensor:
-        """(..., V) logits -> row b's warped distribution (..., V)."""
+        """(..., V) logits -> row b's warped distribution (..., V); one-hot at the argmax when greedy."""
+        if self.configs[b].greedy:
+            return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
         return to_probs(logits, self._warpers[b])
 
-    def row_tokens(self, logits: torch.Tensor, b: int, positions) -> torch.Tensor:
-        """Row b's tokens (n,) at output ``positions`` (n,) from its logits (n, V)."""
+    def tokens(self, logits: torch.Tensor, step: int = 0, depths: torch.Tensor | None = None) -> torch.Tensor:
+        """logits (B, n, V) -> the Gumbel-max token ids (B, n): position j of row b's block is its
+        output position ``offsets[b] + step + j``, or ``offsets[b] + depths[j]`` for a tree's nodes.
+        Rows of the same settings are warped together (a retired row's token is never read)."""
+        out = logits.argmax(dim=-1)  # (B, n): the greedy rows'
+        for rows in self._sampled_groups():
+            blocks = []
+            for b in rows:
+                first = self.offsets[b] + step
+                blocks.append(range(first, first + logits.shape[1]) if depths is None else (first + depths).tolist())
+            index = torch.tensor(rows, device=logits.device)
+            out[index] = self._gumbel_max(logits[index], rows, blocks)
+        return out
+
+    def _sampled_groups(self) -> list[list[int]]:
+        """The sampled rows, grouped by their settings."""
+        groups: dict[SamplingConfig, list[int]] = {}
+        for b, config in enumerate(self.configs):
+            if not config.greedy:
+                groups.setdefault(config, []).append(b)
+        return list(groups.values())
+
+    def _gumbel_max(self, logits: torch.Tensor, rows: list[int], positions: list) -> torch.Tensor:
+        """Tokens (G, n) of rows ``rows`` (one setting) at their output ``positions`` (G lists of n)
+        from their logits (G, n, V)."""
+        log_p = to_probs(logits, self._warpers[rows[0]]).log()  # (G, n, V), -inf outside top-k / top-p
+        V = log_p.shape[-1]
+        noise = torch.stack([torch.stack([gumbel_noise(self.seeds[b], int(t), V) for t in ts]) for b, ts in zip(rows, positions)])
+        return (log_p + noise.to(log_p.device)).argmax(dim=-1)
+
+    def draft(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A drafter's token per row at draft step ``step`` from its logits (B, V): (B,), and the
+        distribution q (B, V) it was sampled from under rejection sampling (else None)."""
+        if not self.rejection:
+            return self.tokens(logits[:, None], step)[:, 0], None
+        q = self._all_probs(logits)  # (B, V)
+        return self._sample(q), q
+
+    def evidence(self, logits: torch.Tensor) -> torch.Tensor:
+        """The target's evidence from its logits (B, k+1, V): its tokens (B, k+1), or under
+        rejection sampling each row's distribution p (B, k+1, V)."""
+        if not self.rejection:
+            return self.tokens(logits)
+        return self._all_probs(logits)
+
+    def _all_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """Every row's distribution (B, ..., V) from its logits: one-hot at the argmax for a greedy
+        row, warped by its settings (rows of one setting together) for a sampled one."""
+        out = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
+        for rows in self._sampled_groups():
+            index = torch.tensor(rows, device=logits.device)
+            out[index] = to_probs(logits[index], self._warpers[rows[0]])
+        return out
+
+    def accept(self, draft: Draft, evidence: torch.Tensor) -> Verdict:
+        """The verdict on a chain: a greedy match of the target's tokens, or rejection sampling on
+        each row's generator."""
+        if not self.rejection:
+            return greedy_match(evidence, draft.items, draft.lengths)
+        rows = [
+            rejection_sample(
+                evidence[b : b + 1], None if draft.q is None else draft.q[b : b + 1],
+                draft.items[b : b + 1], draft.lengths[b : b + 1], self._generators[b],
+            )
+            for b in range(draft.batch_size)
+        ]
+        return Verdict(torch.cat([v.num_accepted for v in rows]), torch.cat([v.next_item for v in rows]))
+
+    def first(self, logits: torch.Tensor, b: int) -> int:
+        """Row b's first token (output position 0) from its prefill's logits (V,)."""
         if self.configs[b].greedy:
-            return logits.argmax(dim=-1)
-        V = logits.shape[-1]
-        log_p = self.probs(logits, b).log()  # (n, V), -inf outside top-k / top-p
-        noise = torch.stack([gumbel_noise(self.seeds[b], int(t), V) for t in positions]).to(log_p.device)
-        return (log_p + noise).argmax(dim=-1)
+            return int(logits.argmax())
+        if self.rejection:
+            return int(self._sample(self.probs(logits[None], b), rows=[b])[0])
+        return int(self._gumbel_max(logits[None, None], [b], [[0]])[0, 0])
+
+    def _sample(self, probs: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
+        rows = range(len(probs)) if rows is None else rows
+        return torch.cat([sample_categorical(probs[i : i + 1], self._generators[b]) for i, b in enumerate(rows)])

@@ -7,7 +7,6 @@ import time
 import torch
 from transformers import PreTrainedModel
 
-from specvideo.core.acceptance import greedy_match
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.models.loading import context_length
 from specvideo.text.runtime.state import CausalLMState
@@ -17,7 +16,8 @@ from specvideo.text.sampling import RowSampler
 class TargetVerifier:
     """Runs the target over [unseen tokens, d_1 .. d_k] and returns, per row, the target's token at
     each of the k + 1 positions (B, k+1), drawn by the run's ``RowSampler`` (the argmax for a greedy
-    row); ``accept`` matches the draft against them.
+    row); ``accept`` matches the draft against them. Under the sampler's rejection rule the evidence
+    is each row's distribution p (B, k+1, V) instead, and ``accept`` rejection-samples.
 
     Commit keeps the accepted prefix in the cache (cropping the rest), applies the stop rules (each
     row's budget, end-of-sequence ids, stop strings) and returns what each row emitted. Rows that
@@ -77,11 +77,12 @@ class TargetVerifier:
         logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
         self.forward_seconds += time.perf_counter() - start  # on CPU: the forward's own time
         self.calls += 1
-        return self.sampler.tokens(logits)  # (B, k+1)
+        return self.sampler.evidence(logits)  # (B, k+1) tokens, or (B, k+1, V) p under rejection
 
-    def accept(self, draft: Draft, target_tokens: torch.Tensor) -> Verdict:
-        """The accept rule: the longest prefix of each row's draft that the target's tokens match."""
-        return greedy_match(target_tokens, draft.items, draft.lengths)
+    def accept(self, draft: Draft, evidence: torch.Tensor) -> Verdict:
+        """The accept rule, the sampler's: the longest prefix of each row's draft that the target's
+        tokens match (or rejection sampling on each row's generator)."""
+        return self.sampler.accept(draft, evidence)
 
     def correct(self, draft: Draft, verdict: Verdict) -> Verdict:
         return verdict  # the correction token is the target's own, from ``verify``
@@ -119,8 +120,8 @@ class TargetVerifier:
     def first_token(self, row: CausalLMState) -> int:
         """Pick the first token of the row the sampler admitted last from ``row`` (prefilled up to
         its last prompt token, which this feeds in a 1-token step)."""
-        logits = row.forward(num_logits=1)[0]  # (1, V)
-        return int(self.sampler.row_tokens(logits, len(self.sampler.configs) - 1, [0])[0])
+        logits = row.forward(num_logits=1)[0, -1]  # (V,)
+        return self.sampler.first(logits, len(self.sampler.configs) - 1)
 
     def admit(self, row: CausalLMState, prompt_ids: list[int], budget: int, first: int) -> None:
         """Append a batch-1 state whose pending token is the row's ``first`` as the last row; the

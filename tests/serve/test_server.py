@@ -175,7 +175,7 @@ def test_errors_are_openai_errors(server):
         )
     with pytest.raises(openai.APIStatusError) as info:
         c.completions.create(model="tiny", prompt="x " * 400, max_tokens=2)
-    assert info.value.status_code == 413 and "exceed the model's context" in info.value.message
+    assert info.value.status_code == 413 and "exceeds the target's context length" in info.value.message
     bad = openai.OpenAI(base_url=server.url + "/v1", api_key="wrong", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
         bad.models.list()

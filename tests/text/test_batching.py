@@ -95,6 +95,24 @@ def test_a_batch_of_prompts_decodes_each_row_as_it_decodes_alone(drafter):
     assert len(set(map(tuple, together.token_ids))) == 4
 
 
+def test_the_rejection_rule_runs_the_same_rows():
+    """sampling_rule="rejection": rows join and leave as under the default rule; a greedy row is the
+    target's greedy, a sampled row is reproducible from its seed alone when it runs alone."""
+    target = tiny_llama(VOCAB, seed=0, logit_scale=4.0)
+    gen = SpeculativeGenerator.from_models(
+        target, draft=perturbed_copy(target, noise=0.3), drafter="lean", num_draft_tokens=3,
+        schedule="constant", sampling_rule="rejection",
+    )
+    reqs = requests()
+    together = decode(gen, reqs[0], [(0, reqs[1]), (1, reqs[2]), (1, reqs[3])])
+    assert together[0] == target_greedy(target, reqs[0].prompt_ids, 14)
+    assert together[2] == target_greedy(target, reqs[2].prompt_ids, 17)[: len(together[2])]
+    assert all(0 < len(together[i]) <= r.max_new_tokens for i, r in enumerate(reqs))
+    assert decode(gen, reqs[1])[0] == decode(gen, reqs[1])[0]
+    with pytest.raises(ValueError, match="sampling_rule"):
+        SpeculativeGenerator.from_models(target, drafter="ngram", sampling_rule="maximal")
+
+
 def test_the_row_sampler_draws_from_the_warped_distribution():
     torch.manual_seed(0)
     logits = torch.randn(1, 1, 12) * 2

@@ -71,6 +71,7 @@ def chi_square(observed: torch.Tensor, probs: torch.Tensor) -> tuple[float, floa
 
 CASES = [
     ("model", SamplingConfig(temperature=1.0)),
+    ("model-rejection", SamplingConfig(temperature=1.0)),  # the rejection rule (sampling_rule)
     ("model", SamplingConfig(temperature=0.7, top_p=0.9)),
     ("ngram", SamplingConfig(temperature=1.0)),
     ("hybrid", SamplingConfig(temperature=1.0)),  # a lookup round first (one-hot q), then model rounds
@@ -78,11 +79,14 @@ CASES = [
 
 
 @pytest.mark.parametrize(
-    "drafter,sampling", CASES, ids=["model-t1", "model-t0.7-p0.9", "ngram-t1", "hybrid-t1"]
+    "drafter,sampling", CASES, ids=["model-t1", "model-rejection-t1", "model-t0.7-p0.9", "ngram-t1", "hybrid-t1"]
 )
 def test_first_two_tokens_follow_the_target_distribution(models, drafter, sampling):
     target, draft = models
-    gen = SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter, num_draft_tokens=3, schedule="constant")
+    drafter, _, rule = drafter.partition("-")
+    gen = SpeculativeGenerator.from_models(
+        target, draft=draft, drafter=drafter, num_draft_tokens=3, schedule="constant", sampling_rule=rule or "gumbel"
+    )
     exact = exact_joint(target, sampling)
     observed, stats = sampled_joint(gen, sampling, seed=11)
     assert stats.accepted > 0.1 * N and stats.accepted < stats.drafted  # drafts matter, some rejected

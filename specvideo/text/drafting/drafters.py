@@ -64,15 +64,18 @@ class ModelDrafter(Drafter):
             return no_draft(B, device)
         self.state.mark_round()
         logits = self.fit_vocab(self.state.forward()[:, -1])  # (B, V)
-        tokens = []
+        tokens, qs = [], []
         for i in range(k):
-            tokens.append(self.sampler.tokens(logits[:, None], step=i)[:, 0])  # (B,)
+            token, q = self.sampler.draft(logits, step=i)  # (B,), q (B, V) under rejection sampling
+            tokens.append(token)
+            qs.append(q)
             if i == k - 1 or (keep_drafting is not None and not keep_drafting(torch.softmax(logits, -1).max(dim=-1).values)):
                 break
             logits = self.fit_vocab(self.state.forward(tokens[-1][:, None])[:, -1])  # (B, V)
         self.calls += len(tokens)
         items = torch.stack(tokens, dim=1)  # (B, m)
-        return Draft(items=items, lengths=torch.full((B,), items.shape[1], device=device))
+        q = None if qs[0] is None else torch.stack(qs, dim=1)  # (B, m, V)
+        return Draft(items=items, lengths=torch.full((B,), items.shape[1], device=device), q=q)
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
         next_token = self.feedable(verdict.next_item[:, None])  # (B, 1)

@@ -6,12 +6,9 @@ feeds it what the target accepted and the next token, with the target's true fea
 round's verification forward (the verifier's state keeps them: ``CausalLMState.keep_hidden``).
 Drafting past the first token feeds the head its own predicted feature.
 
-``HeadDrafter``: a chain of k tokens. ``HeadTreeDrafter``: EAGLE-2's dynamic tree: at each depth the
-``width`` nodes with the highest cumulative draft log-probability are expanded in one head forward
-(a tree attention mask over the head's cache), each into its ``width`` most likely children; the
-``max_nodes`` best nodes of all make the tree (a child never scores above its parent, so every
-kept node's ancestors are kept). Both are batch 1: the target's features of a ragged batch would
-need a row-wise bookkeeping this project has not built.
+``HeadDrafter``: a chain of k tokens (its EAGLE-2 tree, ``HeadTreeDrafter``, is with the other tree
+drafters in ``tree_drafters``). Batch 1: the target's features of a ragged batch would need a
+row-wise bookkeeping this project has not built.
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ import torch
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.drafting.base import Drafter, no_draft
 from specvideo.text.runtime.state import CausalLMState
-from specvideo.text.tree import TokenTree, TreeDraft
 
 
 class HeadDrafter(Drafter):
@@ -68,16 +64,19 @@ class HeadDrafter(Drafter):
         logits = self._catch_up(k)  # (1, V)
         if logits is None:
             return no_draft(1, self.device)
-        tokens = []
+        tokens, qs = [], []
         for i in range(k):
-            tokens.append(self.sampler.tokens(logits[:, None], step=i)[:, 0])  # (1,)
+            token, q = self.sampler.draft(logits, step=i)  # (1,), q (1, V) under rejection sampling
+            tokens.append(token)
+            qs.append(q)
             if i == k - 1 or (keep_drafting is not None and not keep_drafting(torch.softmax(logits, -1).max(dim=-1).values)):
                 break
             feature = self.state.hidden[:, -1:]  # (1, 1, d) the head's own prediction of f
             logits = self.state.forward(tokens[-1][:, None], features=feature)[:, -1]
         self.calls += len(tokens)
         items = torch.stack(tokens, dim=1)  # (1, m)
-        return Draft(items=items, lengths=torch.tensor([items.shape[1]], device=self.device))
+        q = None if qs[0] is None else torch.stack(qs, dim=1)  # (1, m, V)
+        return Draft(items=items, lengths=torch.tensor([items.shape[1]], device=self.device), q=q)
 
     def commit(self, draft: Draft, verdict: Verdict) -> None:
         """Drop the slots of this round's drafted tokens, then queue the target's block, the accepted
@@ -111,122 +110,3 @@ class HeadDrafter(Drafter):
         """The accepted tokens (a,) and their places in the drafted block (a,)."""
         a = int(verdict.num_accepted[0])
         return draft.items[0, :a], torch.arange(a, device=self.device)
-
-
-class HeadTreeDrafter(HeadDrafter):
-    """EAGLE-2's dynamic draft tree from the head: depth k, ``width`` nodes expanded per depth with
-    ``width`` children each, the ``max_nodes`` most likely nodes kept (its ``TreeDraft`` runs with
-    the ``TreeVerifier``)."""
-
-    def __init__(self, head, verifier, width: int = 2, max_nodes: int = 12):
-        super().__init__(head, verifier)
-        if width < 1 or max_nodes < 1:
-            raise ValueError(f"width and max_nodes must be >= 1, got {width} and {max_nodes}")
-        self.width, self.max_nodes = width, max_nodes
-
-    def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
-        logits = self._catch_up(k)  # (1, V) the root's
-        if logits is None:
-            return no_draft(1, self.device)
-        expansion = _Expansion(self.state, self._log_probs(logits)[0], self.state.hidden[0, -1], self.width)
-        for _ in range(k - 1):
-            if not expansion.expand(self.head, self._log_probs):
-                break
-        self.calls += expansion.forwards + 1
-        return TreeDraft.of(expansion.best(self.max_nodes))
-
-    def _accepted(self, draft: Draft, verdict: Verdict) -> tuple[torch.Tensor, torch.Tensor]:
-        if not isinstance(draft, TreeDraft):
-            return super()._accepted(draft, verdict)
-        path = torch.tensor(verdict.path, dtype=torch.long, device=self.device)
-        return draft.tree.tokens[path], path
-
-    def _log_probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """(m, V) log q: the warped draft distribution (the raw one when greedy)."""
-        if self.sampler.configs[0].greedy:
-            return torch.log_softmax(logits, dim=-1)
-        return self.sampler.probs(logits, 0).clamp_min(1e-30).log()
-
-
-class _Expansion:
-    """The growing candidate tree of one round: every node's token, parent, cumulative log q and,
-    once expanded, its head slot and predicted feature. Expanded nodes occupy extra slots of the
-    head's cache; ``best`` drops them again."""
-
-    def __init__(self, state: CausalLMState, root_logq: torch.Tensor, root_feature: torch.Tensor, width: int):
-        self.state, self.cache, self.width = state, state.cache, width
-        self.base = self.cache.length  # (slots) the committed context, root included
-        self.root_position = int(state.num_tokens[0]) - 1
-        self.tokens: list[int] = []
-        self.parents: list[int] = []
-        self.scores: list[float] = []
-        self.depths: list[int] = []
-        self.slot: dict[int, int] = {}  # expanded node -> its tree slot (0-based after base)
-        self.features = {-1: root_feature}  # (d,) per expanded node, the root's from the catch-up
-        self.frontier = self._children(-1, root_logq, 0.0, 0)
-        self.forwards = 0
-
-    def _children(self, parent: int, logq: torch.Tensor, score: float, depth: int) -> list[int]:
-        top = logq.topk(self.width)
-        new = []
-        for value, token in zip(top.values.tolist(), top.indices.tolist()):
-            if value == float("-inf"):
-                continue
-            new.append(len(self.tokens))
-            self.tokens.append(token)
-            self.parents.append(parent)
-            self.scores.append(score + value)
-            self.depths.append(depth + 1)
-        return new
-
-    @torch.inference_mode()
-    def expand(self, head, log_probs) -> bool:
-        """Feed the frontier's ``width`` best nodes to the head in one forward; their children
-        become the next frontier. False when nothing is left to expand."""
-        chosen = sorted(self.frontier, key=lambda i: -self.scores[i])[: self.width]
-        if not chosen:
-            return False
-        first = len(self.slot)
-        for j, node in enumerate(chosen):
-            self.slot[node] = first + j
-        m, device = len(chosen), self.state.device
-        tree_slots = first + m
-        # each fed node sees the committed context, its expanded ancestors and itself
-        visible = torch.zeros(m, tree_slots, dtype=torch.bool, device=device)
-        for j, node in enumerate(chosen):
-            ancestor = node
-            while ancestor >= 0:
-                visible[j, self.slot[ancestor]] = True
-                ancestor = self.parents[ancestor]
-        mask = torch.cat([torch.ones(m, self.base, dtype=torch.bool, device=device), visible], dim=1)
-        dtype = head.dtype
-        additive = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
-        out = head(
-            input_ids=torch.tensor([[self.tokens[i] for i in chosen]], device=device),
-            attention_mask=additive[None, None],  # (1, 1, m, base + tree slots)
-            position_ids=torch.tensor([[self.root_position + self.depths[i] for i in chosen]], device=device),
-            cache=self.cache.native,
-            logits_to_keep=m,
-            features=torch.stack([self.features[self.parents[i]] for i in chosen])[None],  # (1, m, d)
-            output_hidden_states=True,
-        )
-        self.forwards += 1
-        logq = log_probs(out.logits[0].float())  # (m, V)
-        self.frontier = []
-        for j, node in enumerate(chosen):
-            self.features[node] = out.hidden_states[-1][0, j]
-            self.frontier += self._children(node, logq[j], self.scores[node], self.depths[node])
-        return True
-
-    def best(self, max_nodes: int) -> TokenTree:
-        """The ``max_nodes`` highest-scoring nodes (ties: the shallower first, so a parent precedes
-        its child), in topological order; the tree slots leave the head's cache."""
-        self.cache.crop_to(self.base)
-        keep = sorted(range(len(self.tokens)), key=lambda i: (-self.scores[i], self.depths[i]))[:max_nodes]
-        keep = sorted(keep, key=lambda i: (self.depths[i], i))
-        index = {node: j for j, node in enumerate(keep)}
-        device = self.state.device
-        tokens = torch.tensor([self.tokens[i] for i in keep], dtype=torch.long, device=device)
-        parents = torch.tensor([index[self.parents[i]] if self.parents[i] >= 0 else -1 for i in keep], device=device)
-        return TokenTree(tokens, parents)
-

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 
 from specvideo.text.drafting.drafters import HybridDrafter, ModelDrafter, NGramDrafter, NullDrafter
-from specvideo.text.drafting.head_drafters import HeadDrafter, HeadTreeDrafter
-from specvideo.text.drafting.tree_drafters import ModelTreeDrafter, NGramTreeDrafter
+from specvideo.text.drafting.head_drafters import HeadDrafter
+from specvideo.text.drafting.tree_drafters import HeadTreeDrafter, ModelTreeDrafter, NGramTreeDrafter
 from specvideo.text.tree import TreeVerifier
 from specvideo.text.verifier import TargetVerifier
 
