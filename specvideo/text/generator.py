@@ -8,7 +8,8 @@ A generator is cheap: the loaded models and their runners are a ``TextModels`` i
 settings a ``TextConfig``. ``open`` is the one place a run is assembled; ``start`` (and through it
 ``generate`` and ``stream``) opens one over a batch of prompts, ``open_rows`` one that more rows
 join between rounds (the server's continuous batch). Both are the same ``Run``: every row is
-decoded on its own seed (``RowSampler``), so its output never depends on its neighbours.
+decoded on its own seed (``RowSampler``), so its output never depends on its neighbours (under the
+default ``sampling_rule``).
 """
 
 from __future__ import annotations

@@ -61,7 +61,8 @@ class Run:
     batch) run the same rounds; iterate ``steps()`` to run it; ``stats`` fills up.
 
     Each row is decoded by the run's ``RowSampler`` with its own settings and seed, so its tokens
-    never depend on its neighbours, greedy or sampled. The loop asks this run for drafts: when a
+    never depend on its neighbours, greedy or sampled (under the default Gumbel rule; the rejection
+    rule ties a sampled row to its drafts). The loop asks this run for drafts: when a
     second row joins a run whose drafter reads one row (the head's features), the batch drafts by
     prompt lookup from then on. ``tags`` keeps each row's caller object."""
 
