@@ -25,7 +25,12 @@ class EncodedPrompt:
 
     def rows(self) -> list[list[int]]:
         """Each row's token ids without its padding."""
-        return [row[mask.bool()].tolist() for row, mask in zip(self.input_ids.cpu(), self.attention_mask.cpu())]
+        return unpadded_rows(self.input_ids, self.attention_mask)
+
+
+def unpadded_rows(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[list[int]]:
+    """Each row's real token ids of a padded batch (B, T) and its mask (B, T)."""
+    return [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
 
 
 def encode_prompt(

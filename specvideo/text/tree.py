@@ -19,7 +19,6 @@ catalog entry says ``tree``); the chain drafters, the state and the core know no
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
@@ -128,11 +127,7 @@ class TreeVerifier(TargetVerifier):
     def verify(self, draft: Draft) -> torch.Tensor:
         if not isinstance(draft, TreeDraft):
             return super().verify(draft)
-        self.state.mark_round()
-        start = time.perf_counter()
-        logits = forward_tree(self.state, draft.tree)  # (1, n+1, V)
-        self.forward_seconds += time.perf_counter() - start
-        self.calls += 1
+        logits = self.timed_forward(lambda: forward_tree(self.state, draft.tree))  # (1, n+1, V)
         depths = torch.cat([torch.zeros(1, dtype=torch.long), draft.tree.depths.cpu()])  # (n+1,)
         return self.sampler.tokens(logits, depths=depths)  # (1, n+1)
 

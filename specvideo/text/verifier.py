@@ -9,6 +9,7 @@ from transformers import PreTrainedModel
 
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.models.loading import context_length
+from specvideo.text.prompts import unpadded_rows
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import RowSampler
 
@@ -51,7 +52,7 @@ class TargetVerifier:
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, input_ids, attention_mask)
         # the rows the run owns: each row's prompt and what it emitted (prompt lookup reads them)
-        self.prompts = [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
+        self.prompts = unpadded_rows(input_ids, attention_mask)
         self.outputs: list[list[int]] = [[] for _ in self.prompts]
         self.active = torch.tensor([budget > 0 for budget in self.budgets])
 
@@ -72,12 +73,17 @@ class TargetVerifier:
         return max(0, min(budget, room))
 
     def verify(self, draft: Draft) -> torch.Tensor:
+        logits = self.timed_forward(lambda: self.state.forward(draft.items, num_logits=draft.k + 1))  # (B, k+1, V)
+        return self.sampler.evidence(logits)  # (B, k+1) tokens, or (B, k+1, V) p under rejection
+
+    def timed_forward(self, forward) -> torch.Tensor:
+        """A round's one target forward (``forward()``, its logits), counted and timed."""
         self.state.mark_round()
         start = time.perf_counter()
-        logits = self.state.forward(draft.items, num_logits=draft.k + 1)  # (B, k+1, V)
+        logits = forward()
         self.forward_seconds += time.perf_counter() - start  # on CPU: the forward's own time
         self.calls += 1
-        return self.sampler.evidence(logits)  # (B, k+1) tokens, or (B, k+1, V) p under rejection
+        return logits
 
     def accept(self, draft: Draft, evidence: torch.Tensor) -> Verdict:
         """The accept rule, the sampler's: the longest prefix of each row's draft that the target's

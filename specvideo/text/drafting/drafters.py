@@ -15,6 +15,7 @@ from transformers import PreTrainedModel
 
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.drafting.base import Drafter, no_draft
+from specvideo.text.prompts import unpadded_rows
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import RowSampler
 
@@ -238,7 +239,7 @@ class _OwnRows:
     """The rows of an NGramDrafter on its own: its contexts, each extended by what it committed."""
 
     def __init__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-        self.prompts = [row[mask.bool()].tolist() for row, mask in zip(input_ids.cpu(), attention_mask.cpu())]
+        self.prompts = unpadded_rows(input_ids, attention_mask)
         self.outputs: list[list[int]] = [[] for _ in self.prompts]
         self.active = torch.ones(len(self.prompts), dtype=torch.bool)
 
