@@ -27,7 +27,11 @@ from diffusers.configuration_utils import register_to_config
 from einops import rearrange, repeat
 from torch import nn
 
-DRAFTERS = ("copy", "linear", "flow", "learned")
+from specvideo.video.flownets import FLOW_NETS, load_flow_net
+from specvideo.video.warp import backward_warp, forward_splat
+
+# "flow:<net>": the flow drafter along a pretrained network's flow (FlowConfig.flow_model)
+DRAFTERS = ("copy", "linear", "flow", "learned", *(f"flow:{net}" for net in FLOW_NETS))
 
 
 class FrameDrafter(ABC):
@@ -103,7 +107,9 @@ class LinearDrafter(FrameDrafter):
 class FlowConfig:
     """Optical-flow drafter settings.
 
-    method:    "dis" (cv2.DISOpticalFlow) or "farneback" (cv2.calcOpticalFlowFarneback).
+    flow_model: where the motion comes from: OpenCV's "dis" (cv2.DISOpticalFlow) or "farneback"
+               (cv2.calcOpticalFlowFarneback), or a pretrained network (``flownets.FLOW_NETS``):
+               "spynet" or "rife", run on the context's device.
     preset:    DIS preset: "ultrafast", "fast" or "medium".
     finest_scale: DIS pyramid level where refinement stops; 0 = full resolution. OpenCV's presets
                stop at 1 or 2 (faster), which is too coarse for the small frames we draft.
@@ -113,14 +119,14 @@ class FlowConfig:
                static background). 0 gives the plain average.
     """
 
-    method: str = "dis"
+    flow_model: str = "dis"
     preset: str = "medium"
     finest_scale: int = 0
     sharpness: float = 4.0
 
     def __post_init__(self) -> None:
-        if self.method not in ("dis", "farneback"):
-            raise ValueError(f"flow method must be 'dis' or 'farneback', got {self.method!r}")
+        if self.flow_model not in FLOW_MODELS:
+            raise ValueError(f"flow_model must be one of {FLOW_MODELS}, got {self.flow_model!r}")
         if self.preset not in _DIS_PRESETS:
             raise ValueError(f"DIS preset must be one of {tuple(_DIS_PRESETS)}, got {self.preset!r}")
         if self.finest_scale < 0:
@@ -129,6 +135,7 @@ class FlowConfig:
             raise ValueError(f"sharpness must be finite and >= 0, got {self.sharpness}")
 
 
+FLOW_MODELS = ("dis", "farneback", *FLOW_NETS)
 _DIS_PRESETS = {
     "ultrafast": cv2.DISOPTICAL_FLOW_PRESET_ULTRAFAST,
     "fast": cv2.DISOPTICAL_FLOW_PRESET_FAST,
@@ -168,12 +175,14 @@ class FlowDrafter(FrameDrafter):
 
     def velocity(self, previous: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) frames -> (B, 2, H, W) per-pixel (dx, dy) motion of ``last``, in pixels."""
+        if self.config.flow_model in FLOW_NETS:
+            return -load_flow_net(self.config.flow_model, last.device).backward_flow(last, previous)
         flows = [self._flow(_gray_u8(a), _gray_u8(b)) for a, b in zip(last, previous)]
         return -torch.from_numpy(np.stack(flows)).permute(0, 3, 1, 2)  # (B, 2, H, W)
 
     def _flow(self, source: np.ndarray, target: np.ndarray) -> np.ndarray:
         """(H, W) uint8 pair -> (H, W, 2) flow f with source(p) ~ target(p + f(p))."""
-        if self.config.method == "farneback":
+        if self.config.flow_model == "farneback":
             # pyramid scale 0.5, 3 levels, 9 px window, 3 iterations, poly_n 5, poly_sigma 1.1
             return cv2.calcOpticalFlowFarneback(source, target, None, 0.5, 3, 9, 3, 5, 1.1, 0)
         dis = cv2.DISOpticalFlow_create(_DIS_PRESETS[self.config.preset])
@@ -202,49 +211,6 @@ def _gray_u8(frame: torch.Tensor) -> np.ndarray:
     return cv2.cvtColor(
         np.ascontiguousarray(rearrange(rgb, "c h w -> h w c").cpu().numpy()), cv2.COLOR_RGB2GRAY
     )
-
-
-def forward_splat(
-    frame: torch.Tensor, displacement: torch.Tensor, weight: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Bilinear forward warp of (B, C, H, W) by (B, 2, H, W) pixel displacements (dx, dy).
-
-    Each source pixel spreads over the 4 target pixels around p + d(p) with bilinear weights times
-    ``weight`` (B, 1, H, W); a target is the weighted average of what lands on it (no z-buffer).
-    Returns the average (B, C, H, W) (0 where nothing lands) and the unweighted bilinear coverage
-    (B, 1, H, W) (1 inside a rigidly moved region, < 1 at holes and edges).
-    """
-    B, C, H, W = frame.shape
-    ys, xs = torch.meshgrid(
-        torch.arange(H, device=frame.device), torch.arange(W, device=frame.device), indexing="ij"
-    )
-    tx, ty = xs + displacement[:, 0], ys + displacement[:, 1]  # (B, H, W) target coordinates
-    x0, y0 = tx.floor(), ty.floor()
-    colour = torch.zeros(B, C + 2, H * W, dtype=frame.dtype, device=frame.device)
-    values = torch.cat([frame * weight, weight, torch.ones_like(weight)], dim=1)  # (B, C + 2, H, W)
-    values = rearrange(values, "b c h w -> b c (h w)")
-    for cx, cy in ((x0, y0), (x0 + 1, y0), (x0, y0 + 1), (x0 + 1, y0 + 1)):
-        bilinear = (1 - (tx - cx).abs()) * (1 - (ty - cy).abs())  # (B, H, W)
-        inside = (cx >= 0) & (cx < W) & (cy >= 0) & (cy < H)
-        index = (cy.clamp(0, H - 1) * W + cx.clamp(0, W - 1)).long()  # (B, H, W)
-        contribution = values * rearrange(bilinear * inside, "b h w -> b 1 (h w)")  # (B, C + 2, HW)
-        colour.scatter_add_(2, repeat(index, "b h w -> b c (h w)", c=C + 2), contribution)
-    colour = rearrange(colour, "b c (h w) -> b c h w", h=H)
-    total, coverage = colour[:, C : C + 1], colour[:, C + 1 :]  # (B, 1, H, W) each
-    return colour[:, :C] / total.clamp(min=1e-30), coverage
-
-
-def backward_warp(frame: torch.Tensor, displacement: torch.Tensor) -> torch.Tensor:
-    """Sample (B, C, H, W) at p - d(p) (bilinear, border-clamped)."""
-    B, C, H, W = frame.shape
-    ys, xs = torch.meshgrid(
-        torch.arange(H, dtype=frame.dtype, device=frame.device),
-        torch.arange(W, dtype=frame.dtype, device=frame.device),
-        indexing="ij",
-    )
-    sx, sy = xs - displacement[:, 0], ys - displacement[:, 1]  # (B, H, W) source coordinates
-    grid = torch.stack([2 * sx / max(W - 1, 1) - 1, 2 * sy / max(H - 1, 1) - 1], dim=-1)  # (B, H, W, 2)
-    return F.grid_sample(frame, grid, mode="bilinear", padding_mode="border", align_corners=True)
 
 
 class FramePredictor(ModelMixin, ConfigMixin):
@@ -318,15 +284,16 @@ class LearnedDrafter(FrameDrafter):
 def make_drafter(name: str, **kwargs) -> FrameDrafter:
     """Build a drafter by name (one of DRAFTERS).
 
-    "flow" takes FlowConfig fields; "learned" takes ``pretrained=<dir>`` to load weights, a
+    "flow" takes FlowConfig fields ("flow:spynet" is "flow" with flow_model="spynet"); "learned" takes ``pretrained=<dir>`` to load weights, a
     ``model=`` FramePredictor, or FramePredictor config fields for a fresh (untrained) one.
     """
     if name == "copy":
         return CopyLastDrafter(**kwargs)
     if name == "linear":
         return LinearDrafter(**kwargs)
-    if name == "flow":
-        return FlowDrafter(FlowConfig(**kwargs))
+    if name == "flow" or (name in DRAFTERS and name.startswith("flow:")):
+        flow_model = name.partition(":")[2]
+        return FlowDrafter(FlowConfig(**({"flow_model": flow_model} if flow_model else {}), **kwargs))
     if name == "learned":
         return _make_learned(**kwargs)
     raise ValueError(f"unknown drafter {name!r}; choose one of {DRAFTERS}")

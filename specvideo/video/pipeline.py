@@ -32,6 +32,7 @@ from specvideo.paths import shipped
 from specvideo.video.config import VIDEO_DEFAULTS, VideoConfig
 from specvideo.video.drafters import DRAFTERS, FrameDrafter, LearnedDrafter, make_drafter
 from specvideo.video.feature_check import FeatureCheck
+from specvideo.video.flownets import FLOW_NETS
 from specvideo.video.inputs import (
     OUTPUT_TYPES,
     check_callback_inputs,
@@ -394,7 +395,10 @@ def _drafter_name(drafter: FrameDrafter) -> str:
         "FlowDrafter": "flow",
         "LearnedDrafter": "learned",
     }
-    return names.get(type(drafter).__name__, type(drafter).__name__)
+    name = names.get(type(drafter).__name__, type(drafter).__name__)
+    if name == "flow" and drafter.config.flow_model in FLOW_NETS:
+        return f"flow:{drafter.config.flow_model}"
+    return name
 
 
 __all__ = ["DRAFTERS", "OUTPUT_TYPES", "SpeculativeVideoPipeline", "VideoPipelineOutput"]

@@ -24,9 +24,12 @@ import torch
 from diffusers import DDIMScheduler, DDPMScheduler, SchedulerMixin, UNet2DModel
 from einops import rearrange
 
-from specvideo.video.drafters import FlowDrafter
+from specvideo.video.drafters import FlowConfig, FlowDrafter
+from specvideo.video.flownets import FLOW_NETS
 
-HINTS = (None, "flow")
+# "flow": the flow drafter's extrapolation (OpenCV DIS); "flow:<net>": the same along a pretrained
+# network's flow (specvideo.video.flownets), so the target's motion is not the drafter's own
+HINTS = (None, "flow", *(f"flow:{net}" for net in FLOW_NETS))
 
 
 def default_scheduler(prediction_type: str = "sample") -> DDIMScheduler:
@@ -327,14 +330,20 @@ def make_residual(unet: UNet2DModel) -> UNet2DModel:
 
 def condition(window: torch.Tensor, hint: str | None) -> torch.Tensor:
     """(N, P, 3, H, W) context windows, oldest first -> (N, 3P [+ 3], H, W): the frames on channels,
-    then the hint (``"flow"``: the flow drafter's extrapolation of the window one frame ahead)."""
+    then the hint (``"flow"``: the flow drafter's extrapolation of the window one frame ahead;
+    ``"flow:spynet"``, ``"flow:rife"``: the same along that pretrained network's flow)."""
     cond = rearrange(window, "n p c h w -> n (p c) h w")  # (N, 3P, H, W)
     if hint is None:
         return cond
     if hint not in HINTS:
         raise ValueError(f"hint must be one of {HINTS}, got {hint!r}")
-    extrapolated = FlowDrafter().propose(window, 1)[:, 0]  # (N, 3, H, W)
+    extrapolated = hint_drafter(hint).propose(window, 1)[:, 0]  # (N, 3, H, W)
     return torch.cat([cond, extrapolated.to(cond.dtype)], dim=1)  # (N, 3P + 3, H, W)
+
+
+def hint_drafter(hint: str) -> FlowDrafter:
+    """The flow drafter that makes the hint ``hint`` ("flow" or "flow:<net>")."""
+    return FlowDrafter(FlowConfig(flow_model=hint.partition(":")[2] or "dis"))
 
 
 def widen_for_hint(unet: UNet2DModel) -> UNet2DModel:

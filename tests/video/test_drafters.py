@@ -16,11 +16,10 @@ from specvideo.video.drafters import (
     FramePredictor,
     LearnedDrafter,
     LinearDrafter,
-    backward_warp,
-    forward_splat,
     make_drafter,
 )
 from specvideo.video.metrics import psnr
+from specvideo.video.warp import backward_warp, forward_splat
 
 
 def moving_square(num_frames: int = 8, size: int = 64, speed: int = 2, seed: int = 0) -> torch.Tensor:
@@ -96,7 +95,7 @@ def test_flow_beats_copy_on_a_moving_square():
     videos = torch.stack([moving_square(seed=0), moving_square(seed=1)])  # (2, 8, 3, 64, 64)
     context, future = videos[:, :4], videos[:, 4:]
     copy = psnr(CopyLastDrafter().propose(context, 4), future, data_range=2.0).mean()
-    for config, margin in ((FlowConfig(), 3.0), (FlowConfig(method="farneback"), 2.0)):
+    for config, margin in ((FlowConfig(), 3.0), (FlowConfig(flow_model="farneback"), 2.0)):
         flow = psnr(FlowDrafter(config).propose(context, 4), future, data_range=2.0).mean()
         assert flow > copy + margin, (config, float(flow), float(copy))
 
@@ -177,17 +176,21 @@ def test_make_drafter_builds_every_name():
         "linear": LinearDrafter,
         "flow": FlowDrafter,
         "learned": LearnedDrafter,
+        "flow:spynet": FlowDrafter,
+        "flow:rife": FlowDrafter,
     }
-    assert make_drafter("flow", method="farneback", preset="fast").config == FlowConfig("farneback", "fast")
+    assert make_drafter("flow:rife").config.flow_model == "rife"
+    assert make_drafter("flow", flow_model="farneback", preset="fast").config == FlowConfig("farneback", "fast")
     assert make_drafter("learned", hidden=8).model.config.hidden == 8
-    with pytest.raises(ValueError, match="unknown drafter 'optical'"):
-        make_drafter("optical")
+    for name in ("optical", "flow:raft"):
+        with pytest.raises(ValueError, match=f"unknown drafter '{name}'"):
+            make_drafter(name)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"method": "lucas"}, "flow method"),
+        ({"flow_model": "lucas"}, "flow_model must be one of"),
         ({"preset": "slow"}, "DIS preset"),
         ({"sharpness": -1.0}, "sharpness"),
     ],
