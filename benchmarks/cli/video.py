@@ -37,6 +37,10 @@ def add(kinds) -> None:
     )
     v.add_argument("--windows-per-clip", metavar="M", type=int, default=d.windows_per_clip, help="moving windows per clip")
     v.add_argument(
+        "--frame-step", metavar="S", type=int, default=d.frame_step,
+        help="read every S-th frame (2-4: fast windows, where flow breaks)",
+    )
+    v.add_argument(
         "--num-frames", metavar="N", type=int, default=d.num_frames, help="frames generated per clip"
     )
     v.add_argument(
@@ -120,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         num_real=args.num_real,
         windows=args.windows,
         windows_per_clip=args.windows_per_clip,
+        frame_step=args.frame_step,
         num_frames=args.num_frames,
         num_seeds=args.num_seeds,
         synthetic_size=args.synthetic_size,
@@ -162,6 +167,7 @@ def argv_of(c) -> list[str]:
         argv += ["--split", c.split, "--num-synthetic", str(c.num_synthetic), "--num-real", str(c.num_real)]
     if c.windows != "consecutive":  # the split's real clips and --clips files alike
         argv += ["--windows", c.windows, "--windows-per-clip", str(c.windows_per_clip)]
+    argv += ["--frame-step", str(c.frame_step)] if c.frame_step != 1 else []
     argv += ["--num-frames", str(c.num_frames), "--num-seeds", str(c.num_seeds)]
     argv += ["--synthetic-size", str(c.synthetic_size), "--max-side", str(c.max_side)]
     argv += ["--drafters", ",".join(c.drafters)]

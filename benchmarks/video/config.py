@@ -96,8 +96,10 @@ class BenchVideoConfig:
     # the ``windows_per_clip`` non-overlapping windows of most motion (benchmarks.video.workloads)
     windows: str = "consecutive"
     windows_per_clip: int = 3
+    # read every frame_step-th frame (2-4: real camera motion made fast, where flow breaks; #65)
+    frame_step: int = 1
     clips: tuple[str, ...] = ()
-    drafters: tuple[str, ...] = DRAFTERS
+    drafters: tuple[str, ...] = ("copy", "linear", "flow", "learned")  # any of DRAFTERS
     sweep_drafters: tuple[str, ...] = SWEEP_DRAFTERS
     thresholds: tuple[float, ...] = ()  # empty: THRESHOLD_SWEEPS[metric]
     strengths: tuple[float, ...] = STRENGTHS
@@ -145,6 +147,7 @@ class BenchVideoConfig:
         _check_int("synthetic_size", self.synthetic_size, 16)
         _check_int("max_side", self.max_side, 16)
         _check_int("windows_per_clip", self.windows_per_clip, 1)
+        _check_int("frame_step", self.frame_step, 1)
         if self.windows not in WINDOWS:
             raise ValueError(f"windows must be one of {', '.join(WINDOWS)}, got {self.windows!r}")
         if self.split not in SPLITS:

@@ -17,7 +17,9 @@ of every video. Aggregated per workload (``GenerativeScore``):
   per frame and over consecutive frames (cells pooled over clips, per seed: mean and spread),
   fidelity as the features' distance to the true frames (mean, and best of K per clip), and motion
   as the Wasserstein distance between the flow magnitudes of output and truth (pooled over clips,
-  per seed).
+  per seed);
+- the standard yardstick (``specvideo.video.inception``, the TF-FID Inception-v3): KID x 1000 per
+  frame on its pool features, the frames of all clips pooled, per seed: mean and spread.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from specvideo.video import pretrained
+from specvideo.video import inception, pretrained
 from specvideo.video.metrics import laplacian_energy, psnr, ssim
 from specvideo.video.realism import KIDConfig, kid_features, patch_features, standardise, warp_error
 
@@ -51,6 +53,7 @@ class SampleRecord:
     fidelity: float = 0.0  # pretrained feature distance to the true frames
     magnitudes: np.ndarray | None = None  # flow magnitudes between consecutive frames
     maps: torch.Tensor | None = None  # the truth's full feature maps (truth records only)
+    inception: torch.Tensor | None = None  # (F, 2048) float16 Inception-v3 pool features, one a frame
 
 
 def record_sample(
@@ -72,6 +75,7 @@ def record_sample(
         fidelity=0.0 if truth_maps is None else pretrained.fidelity(maps[1:], truth_maps[1:].float()),
         magnitudes=pretrained.flow_magnitudes(video, max_samples=4000),
         maps=maps.half() if truth_maps is None else None,
+        inception=inception.inception_features(frames).half(),
     )
 
 
@@ -112,6 +116,9 @@ class GenerativeScore:
     fidelity_best_of_k: float = math.nan
     motion: float = math.nan
     motion_spread: tuple[float, float] = (math.nan, math.nan)
+    # the standard yardstick: per-frame KID on the TF-FID Inception-v3's pool features
+    kid_inception: float = math.nan
+    kid_inception_spread: tuple[float, float] = (math.nan, math.nan)
 
 
 def score_generative(
@@ -162,6 +169,9 @@ def _pretrained(score: GenerativeScore, samples: list[list[SampleRecord]], truth
     score.fidelity = statistics.fmean(r.fidelity for seed in samples for r in seed)
     score.fidelity_best_of_k = statistics.fmean(min(seed[c].fidelity for seed in samples) for c in range(len(truths)))
     score.motion, score.motion_spread = statistics.fmean(motion), (min(motion), max(motion))
+    if truths[0].inception is not None:
+        kids = [inception.kid_frames(pool(seed, "inception"), pool(truths, "inception")) for seed in samples]
+        score.kid_inception, score.kid_inception_spread = statistics.fmean(kids), (min(kids), max(kids))
 
 
 def reference_steps_by_realism(kid_by_steps: dict[int, GenerativeScore]) -> int | None:

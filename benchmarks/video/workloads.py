@@ -13,6 +13,9 @@ median over its frame pairs of the mean optical-flow speed (OpenCV DIS, pixels p
 working size); per clip the ``windows_per_clip`` non-overlapping candidates of most motion are kept
 (greedy, fastest first), then taken round-robin over the clips, the fastest of each first.
 ``--clips`` files follow the same rule (every window of each file, or its moving ones).
+
+``frame_step`` s > 1 reads every s-th frame of each source (real clips, files and moving shapes
+alike) before it is cut into windows: the same footage, s times faster (the *fast* windows of #65).
 """
 
 from __future__ import annotations
@@ -51,10 +54,10 @@ class BenchClip:
 
 def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip]]:
     """{"synthetic": ..., "real": ...} from the config's split, or {"clips": ...} from config.clips."""
-    total = P + config.num_frames
+    total, step = P + config.num_frames, config.frame_step
     window = _moving_windows if config.windows == "moving" else _windows
     if config.clips:
-        videos = [_read_clip(p, config.max_side) for p in config.clips]
+        videos = [stepped(_read_clip(p, config.max_side), step) for p in config.clips]
         for v in videos:
             if len(v.frames) < total:
                 raise ValueError(
@@ -64,10 +67,10 @@ def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip
     workloads = {}
     if config.num_synthetic:
         seeds = SPLIT_SEEDS[config.split]
-        synthetic = split_synthetic(config.num_synthetic, total, config.synthetic_size, split=config.split)
-        workloads["synthetic"] = [_clip(f"seed {seeds[i]}", v, P) for i, v in enumerate(synthetic)]
+        synthetic = split_synthetic(config.num_synthetic, total * step, config.synthetic_size, split=config.split)
+        workloads["synthetic"] = [_clip(f"seed {seeds[i]}", v[::step], P) for i, v in enumerate(synthetic)]
     if config.num_real:
-        videos = load_real_videos(config.split, config.max_side, train_only=False)
+        videos = [stepped(v, step) for v in load_real_videos(config.split, config.max_side, train_only=False)]
         per_video = [window(v, P, total, config.windows_per_clip) for v in videos]
         rounds = [
             c
@@ -77,9 +80,14 @@ def load_workloads(config: BenchVideoConfig, P: int) -> dict[str, list[BenchClip
             for c in [w[i]]
         ]
         if not rounds:
-            raise ValueError(f"no real clip of the {config.split} split has {total} frames")
+            raise ValueError(f"no real clip of the {config.split} split has {total} frames at frame step {step}")
         workloads["real"] = rounds[: config.num_real]
     return workloads
+
+
+def stepped(video: RealVideo, step: int) -> RealVideo:
+    """Every ``step``-th frame of ``video`` (itself when step is 1)."""
+    return video if step == 1 else RealVideo(f"{video.name} every {step}", video.frames[::step])
 
 
 def _windows(video: RealVideo, P: int, total: int, _: int = 0) -> list[BenchClip]:
