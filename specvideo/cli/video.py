@@ -8,7 +8,7 @@ import sys
 
 from specvideo.cli.common import UsageError, add_seed_and_device, check_output, ints
 from specvideo.files import clashing_outputs
-from specvideo.video.config import MODES, VIDEO_DEFAULTS, VideoConfig
+from specvideo.video.config import FALLBACKS, MODES, VIDEO_DEFAULTS, VideoConfig
 from specvideo.video.drafters import DRAFTERS
 from specvideo.video.inputs import VIDEO_SCHEDULES
 from specvideo.video.metrics import METRICS
@@ -40,6 +40,13 @@ def add(commands) -> None:
         default=VIDEO_DEFAULTS.check_levels,
         help=f"the typicality check's noise levels t, comma-separated (default: "
         f"{','.join(map(str, VIDEO_DEFAULTS.check_levels))})",
+    )
+    p.add_argument(
+        "--fallback",
+        choices=FALLBACKS,
+        default=VIDEO_DEFAULTS.fallback,
+        help="where the check rejects a draft and the learned check the target's correction too: none (keep "
+        f"the correction) or still (repeat the last frame) (default: {VIDEO_DEFAULTS.fallback})",
     )
     p.add_argument(
         "--side-by-side", help="also write context | draft | final (accepted green, regenerated red)"

@@ -13,6 +13,10 @@ from typing import ClassVar
 from specvideo.settings import Settings
 
 MODES = ("speculative", "target", "draft")
+# what a round emits where it trusts neither the draft nor the target's correction (#65 item 5):
+# "none": the correction, whatever the check says of it; "still": where the learned check (check/)
+# scores the correction below its threshold too, the last frame again (standing still)
+FALLBACKS = ("none", "still")
 # the typicality threshold, chosen on the tuning split by a rule that does not look at the default's
 # targets: the largest tau that accepts >= 95 % of the *true* frames in every workload (the 5th
 # percentile of their scores as drafts: 0.47 synthetic, 0.335 real; docs/BENCHMARKS.md "Video: the
@@ -48,6 +52,7 @@ class VideoConfig(Settings):
     # [tau, c^2 / tau] and a draft far easier for the target than real footage is rejected too
     # (a copy, a blur, the flow hint); inf: one-sided (specvideo.video.rounds.typicality)
     check_center: float = math.inf
+    fallback: str = "none"
     strength: float = 0.6
     num_refine_steps: int = 3
     num_inference_steps: int = 8
@@ -83,6 +88,7 @@ CALL_SETTINGS = (
     "schedule",
     "check_levels",
     "check_center",
+    "fallback",
 )
 
 

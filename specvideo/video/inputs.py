@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from specvideo.core.schedule import SCHEDULES
-from specvideo.video.config import MODES, VideoConfig
+from specvideo.video.config import FALLBACKS, MODES, VideoConfig
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import METRICS, PSNR_CAP_DB
 
@@ -77,6 +77,7 @@ def check_settings(c: VideoConfig, output_type: str = "np") -> None:
             f"threshold must be a number (+/-inf allowed), got {c.threshold!r}",
         ),
         (c.metric in METRICS, f"metric must be one of {METRICS}, got {c.metric!r}"),
+        (c.fallback in FALLBACKS, f"fallback must be one of {FALLBACKS}, got {c.fallback!r}"),
         (
             isinstance(c.strength, (int, float)) and 0 < c.strength <= 1,
             f"strength must be in (0, 1], got {c.strength!r}",

@@ -167,6 +167,8 @@ class SpeculativeVideoPipeline:
             if self.feature_check is None:
                 raise ValueError("metric 'features' needs a learned check: this pipeline has no check/ directory")
             threshold = self.feature_check.config.threshold if c.threshold is None else c.threshold
+        if c.fallback == "still" and self.feature_check is None:
+            raise ValueError("fallback 'still' needs a learned check to judge the corrections: this pipeline has no check/ directory")
         tensor_inputs = check_callback_inputs(
             callback_on_step_end_tensor_inputs, self._callback_tensor_inputs
         )
@@ -198,6 +200,7 @@ class SpeculativeVideoPipeline:
             levels=c.check_levels,
             center=c.check_center,
             feature_check=self.feature_check,
+            fallback=c.fallback,
         )
         verifier = VideoVerifier(self.verifier, rows, round_settings, stats)
         drafter = VideoDrafter(None if mode == "target" else self.drafter, rows, from_anchor=mode == "speculative")

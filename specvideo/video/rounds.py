@@ -65,6 +65,7 @@ class VideoSpecStats(SpecStats):
 
     frame_scores: list[float | None] = field(default_factory=list)
     frame_accepted: list[bool] = field(default_factory=list)
+    still_frames: int = 0  # corrections replaced by the last frame (``RoundSettings.fallback``)
     scored_drafts: list[ScoredDraft] = field(default_factory=list)
     unet_passes: int = 0
 
@@ -77,7 +78,7 @@ class VideoSpecStats(SpecStats):
             {"row": r.row, "index": r.index, "position": r.position, "score": r.score, "accepted": r.accepted}
             for r in self.scored_drafts
         ]
-        return {**super().to_dict(), "scored_drafts": scored, "unet_evals": self.unet_evals}
+        return {**super().to_dict(), "scored_drafts": scored, "unet_evals": self.unet_evals, "still_frames": self.still_frames}
 
 
 class FrameNoise:
@@ -213,6 +214,7 @@ class RoundSettings:
     levels: tuple[int, ...] = (300,)  # the typicality check's noise levels
     center: float = math.inf  # the typicality check's fold (``typicality``)
     feature_check: object | None = None  # the "features" check (``feature_check.FeatureCheck``)
+    fallback: str = "none"  # "still": a correction the feature check rejects too becomes the last frame
 
 
 class VideoVerifier:
@@ -341,9 +343,25 @@ class VideoVerifier:
             torch.stack([noise[b].full(j) for b, j in zip(need, index)]),  # (n, 3, H, W)
             [noise[b].generator(j, 2) for b, j in zip(need, index)],
         )  # (n, 3, H, W)
-        self._corrections = dict(zip(need, frames))
         self._charge(need, need, self.settings.num_inference_steps)
+        rejected = torch.tensor([accepted[b] < lengths[b] for b in need])  # a draft failed before it
+        self._corrections = dict(zip(need, self._stand_still(need, windows, frames, rejected)))
         return verdict
+
+    def _stand_still(
+        self, rows: list[int], windows: torch.Tensor, frames: torch.Tensor, rejected: torch.Tensor
+    ) -> torch.Tensor:
+        """With ``fallback="still"``: each correction (n, 3, H, W) of a rejected draft (``rejected``
+        (n,)) that the learned check scores below its threshold too becomes its window's last frame:
+        where neither the drafter nor the target can be trusted, the video stands still."""
+        check = self.settings.feature_check
+        if self.settings.fallback != "still" or check is None or not rejected.any():
+            return frames
+        scores = check.score(windows, frames).to(frames.device)  # (n,)
+        distrusted = (scores < check.config.threshold) & rejected.to(frames.device)  # (n,)
+        for b in (b for b, bad in zip(rows, distrusted.tolist()) if bad):
+            self.rows.stats[b].still_frames += 1
+        return torch.where(distrusted[:, None, None, None], windows[:, -1].to(frames), frames)
 
     def _context_noise(self, rows: list[int], index: list[int]) -> torch.Tensor | None:
         """The context noise of each (row, output index), or None for a verifier that takes none."""
@@ -402,6 +420,7 @@ def merge_row_stats(total: VideoSpecStats, rows: list[VideoSpecStats]) -> VideoS
     total.frame_scores = [s for r in rows for s in r.frame_scores]
     total.frame_accepted = [a for r in rows for a in r.frame_accepted]
     total.scored_drafts = [d for r in rows for d in r.scored_drafts]
+    total.still_frames = sum(r.still_frames for r in rows)
     for r in rows:  # the loop's wall times belong to every row alike
         r.time_draft, r.time_verify, r.time_correct, r.time_total = (
             total.time_draft,
