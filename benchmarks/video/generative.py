@@ -169,7 +169,7 @@ def _pretrained(score: GenerativeScore, samples: list[list[SampleRecord]], truth
     score.fidelity = statistics.fmean(r.fidelity for seed in samples for r in seed)
     score.fidelity_best_of_k = statistics.fmean(min(seed[c].fidelity for seed in samples) for c in range(len(truths)))
     score.motion, score.motion_spread = statistics.fmean(motion), (min(motion), max(motion))
-    if truths[0].inception is not None:
+    if truths[0].inception is not None and sum(len(t.inception) for t in truths) >= 2:  # KID needs 2 a set
         kids = [inception.kid_frames(pool(seed, "inception"), pool(truths, "inception")) for seed in samples]
         score.kid_inception, score.kid_inception_spread = statistics.fmean(kids), (min(kids), max(kids))
 

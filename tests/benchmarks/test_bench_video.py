@@ -236,7 +236,7 @@ def test_targets_json_and_report(results, tmp_path):
     assert (tmp_path / "video_realism.png").read_bytes().startswith(PNG_MAGIC)
     assert "![KID against seconds per frame](video_realism.png)" in written
     assert "| KID↔GT ×10³ [seeds] |" in written and "Targets of the sampler:" in written
-    assert "| method | realism per frame: KID ×10³ [seeds] |" in written  # the pretrained yardstick
+    assert "| method | Inception KID ×10³ per frame [seeds] | realism per frame: KID ×10³ [seeds] |" in written  # the pretrained yardstick
     sampler = check_sampler_targets(results)
     assert {text for _, text, _, _ in sampler} >= {
         "reference N >= 4",
