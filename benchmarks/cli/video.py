@@ -88,6 +88,10 @@ def add(kinds) -> None:
         "--band-center", type=float, default=d.band_center, help="the injected table's two-sided band, folded at this c"
     )
     v.add_argument("--feature-check", metavar="DIR", help="the learned check (default: the model's check/)")
+    v.add_argument(
+        "--fallback", choices=("none", "still"), default=d.fallback,
+        help="the sweep's fallback: still repeats the last frame where the learned check rejects the correction too",
+    )
     v.add_argument("--num-draft-frames", "-k", metavar="K", type=int, default=d.num_draft_frames)
     v.add_argument("--refine-steps", metavar="M", type=int, default=d.num_refine_steps)
     v.add_argument("--schedule", default=d.schedule, choices=VIDEO_SCHEDULES)
@@ -140,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         check_levels=args.check_levels,
         band_center=args.band_center,
         feature_check=args.feature_check,
+        fallback=args.fallback,
         num_draft_frames=args.num_draft_frames,
         num_refine_steps=args.refine_steps,
         schedule=args.schedule,
@@ -177,6 +182,7 @@ def argv_of(c) -> list[str]:
     argv += ["--check-center", f"{c.check_center:g}", "--check-levels", ",".join(map(str, c.check_levels))]
     argv += ["--band-center", f"{c.band_center:g}"] if c.band_center is not None else []
     argv += ["--feature-check", c.feature_check] if c.feature_check else []
+    argv += ["--fallback", c.fallback] if c.fallback != "none" else []
     argv += ["--target-steps", ",".join(map(str, c.target_steps))]
     argv += ["--num-draft-frames", str(c.num_draft_frames), "--refine-steps", str(c.num_refine_steps)]
     if c.sweep_draft_frames:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from specvideo.video.config import FALLBACKS
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.drafters import DRAFTERS
 from specvideo.video.inputs import VIDEO_SCHEDULES, check_typicality
@@ -107,6 +108,7 @@ class BenchVideoConfig:
     metric: str = D.metric
     check_center: float = D.check_center  # the typicality check's fold (VideoConfig.check_center)
     check_levels: tuple[int, ...] = D.check_levels  # its noise levels
+    fallback: str = D.fallback  # the sweep's fallback (VideoConfig.fallback): "still" adds -still to the names
     # the injected table's candidate checks: the two-sided band's fold (None: not reported) and the
     # learned check's directory (None: <model>/check when there is one)
     band_center: float | None = None
@@ -163,6 +165,8 @@ class BenchVideoConfig:
                 raise ValueError(f"unknown drafter {d!r}; choose from {', '.join(DRAFTERS)}")
         _check_sweep(self.thresholds, self.strengths)
         check_typicality(self.check_levels, self.check_center)
+        if self.fallback not in FALLBACKS:
+            raise ValueError(f"fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}")
         if self.band_center is not None and not (0 < self.band_center < math.inf):
             raise ValueError(f"band_center must be a positive finite fold c, got {self.band_center}")
         if self.metric not in METRICS:
@@ -191,6 +195,7 @@ class SpecSetting:
     schedule: str = D.schedule
     check_center: float = D.check_center
     check_levels: tuple[int, ...] = D.check_levels
+    fallback: str = D.fallback
 
 
 DEFAULT_SETTING = SpecSetting(D.drafter, D.tau, D.strength)
@@ -214,7 +219,9 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
     methods += [Method(f"first-target+{d}", "first-target", d) for d in sweep]
 
     def setting(d: str, tau: float, s: float, k: int, m: int) -> SpecSetting:
-        return SpecSetting(d, tau, s, config.metric, k, m, config.schedule, config.check_center, config.check_levels)
+        return SpecSetting(
+            d, tau, s, config.metric, k, m, config.schedule, config.check_center, config.check_levels, config.fallback
+        )
 
     shapes = {  # (k, m) -> the name's suffix
         (k, m): ("" if k == config.num_draft_frames else f"-k{k}")
@@ -239,7 +246,7 @@ def build_methods(config: BenchVideoConfig, available: Sequence[str]) -> list[Me
             for s in config.strengths:
                 for t in config.thresholds:
                     spec = setting(d, t, s, k, m)
-                    name = f"spec-{d}-s{s:g}-t{t:g}{tail}"
+                    name = f"spec-{d}-s{s:g}-t{t:g}{tail}" + ("-still" if config.fallback == "still" else "")
                     methods.append(Method(name, "speculative", d, spec, spec == DEFAULT_SETTING))
     if not any(m.is_default for m in methods):
         methods.append(Method("default", "speculative", D.drafter, DEFAULT_SETTING, True))

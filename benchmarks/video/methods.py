@@ -72,7 +72,7 @@ def run_method(
         s = method.setting
         kwargs = dict(num_draft_frames=s.num_draft_frames, threshold=s.threshold, metric=s.metric)
         kwargs.update(strength=s.strength, num_refine_steps=s.num_refine_steps, schedule=s.schedule)
-        kwargs.update(check_center=s.check_center, check_levels=s.check_levels)
+        kwargs.update(check_center=s.check_center, check_levels=s.check_levels, fallback=s.fallback)
         outs = [call(pipes[method.drafter], clip.context, num_frames=F, mode="speculative", **kwargs)]
     sync(pipe.device)
     seconds = time.perf_counter() - start
