@@ -156,7 +156,9 @@ def fit(features: torch.Tensor, labels: torch.Tensor, cfg: CheckTrainConfig) -> 
 
 def tuning_aucs(scores: dict[str, torch.Tensor], distance: torch.Tensor, rows: torch.Tensor) -> dict[str, float]:
     """ROC AUC of the true frames against each kind on the ``rows`` (n,) bool, and against the flow
-    drafts in the worst quarter by pretrained-feature distance to the truth."""
+    drafts in the worst quarter by pretrained-feature distance to the truth ({} where no row is given)."""
+    if not rows.any():
+        return {}
     truth = scores["truth"][rows].tolist()
     worst = (distance >= float(distance[rows].quantile(0.75))) & rows
     bad = {kind: s[rows].tolist() for kind, s in scores.items() if kind not in ("truth", "flow")}
@@ -189,7 +191,7 @@ def train_check(cfg: CheckTrainConfig) -> dict:
         "tuning_auc": tuning_aucs(scores, tuning_distance, torch.ones_like(normal)),
         "tuning_auc_normal": tuning_aucs(scores, tuning_distance, normal),
         "tuning_auc_fast": tuning_aucs(scores, tuning_distance, ~normal),
-        "tuning_truth_accepted_fast": round(float((scores["truth"][~normal] >= tau).float().mean()), 3),
+        "tuning_truth_accepted_fast": round(float((scores["truth"][~normal] >= tau).float().mean()), 3) if (~normal).any() else None,
         "tuning_flow_accepted": round(float((scores["flow"] >= tau).float().mean()), 3),
         "minutes": round((time.time() - start) / 60, 2),
         "params": sum(p.numel() for p in check.parameters()),
