@@ -100,3 +100,14 @@ def replace_section(document: str, heading: str, section: str) -> str:
     return out + ("\n" + after.rstrip("\n") + "\n" if after else "")
 
 
+def write_section(path, heading: str, command: str, body: list[str]) -> None:
+    """Replace (or append) the ``heading`` section of the markdown report at ``path``: its command,
+    the machine it ran on, then ``body``'s lines; written temp-then-rename."""
+    from pathlib import Path
+
+    info = machine_info(packages=())
+    machine = f"Machine: {info['processor']}, {info['torch_threads']} threads, {info['date_utc']} UTC."
+    section = "\n".join(command_block(heading, command) + [machine, "", *body])
+    path = Path(path)
+    document = replace_section(path.read_text() if path.exists() else "", heading, section)
+    atomic_write(path, lambda f: f.write(document))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from pathlib import Path
 
 from specvideo.cli.common import add_report, ints
 
@@ -34,11 +33,10 @@ def add(kinds) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.report import command_block, machine_info, replace_section
+    from benchmarks.report import write_section
     from benchmarks.video.config import BenchVideoConfig
     from benchmarks.video.injected import injected_checks, injected_table
     from benchmarks.video.workloads import load_workloads
-    from specvideo.files import atomic_write
     from specvideo.video.config import VIDEO_DEFAULTS as D
     from specvideo.video.config import default_threshold
     from specvideo.video.feature_check import FeatureCheck
@@ -65,14 +63,7 @@ def run(args: argparse.Namespace) -> int:
     command = shlex.join(argv_of(args))
     print("\n".join(tables))
     if not args.no_report:
-        info = machine_info(packages=())
-        heading = f"{SECTION} ({args.split})"
-        section = "\n".join(
-            command_block(heading, command) + [f"Machine: {info['processor']}, {info['torch_threads']} threads, {info['date_utc']} UTC.", "", *tables]
-        )
-        path = Path(args.report)
-        document = replace_section(path.read_text() if path.exists() else "", heading, section)
-        atomic_write(path, lambda f: f.write(document))
+        write_section(args.report, f"{SECTION} ({args.split})", command, tables)
     return 0
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from pathlib import Path
 
 from specvideo.cli.common import add_report, ints, names
 
@@ -36,9 +35,8 @@ def add(kinds) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from benchmarks.report import command_block, machine_info, replace_section
+    from benchmarks.report import write_section
     from benchmarks.video.drafters import BenchDraftersConfig, run_drafters, to_markdown
-    from specvideo.files import atomic_write
 
     config = BenchDraftersConfig(
         split=args.split, drafters=args.drafters, frame_steps=args.frame_steps, num_synthetic=args.num_synthetic,
@@ -53,14 +51,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(table)
     if not args.no_report:
-        info = machine_info(packages=())
-        section = "\n".join(
-            command_block(f"{SECTION} ({config.split})", command)
-            + [f"Machine: {info['processor']}, {info['torch_threads']} threads, {info['date_utc']} UTC.", "", table, ""]
-        )
-        path = Path(args.report)
-        document = replace_section(path.read_text() if path.exists() else "", f"{SECTION} ({config.split})", section)
-        atomic_write(path, lambda f: f.write(document))
+        write_section(args.report, f"{SECTION} ({config.split})", command, [table, ""])
     return 0
 
 

@@ -45,7 +45,7 @@ def test_the_drafter_bench_scores_each_drafter_on_normal_and_fast_windows():
     assert "| synthetic, frame step 2 | flow |" in to_markdown(rows)
 
 
-def test_the_drafter_bench_names_a_bad_drafter_before_any_work(capsys):
+def test_the_drafter_bench_names_a_bad_drafter_before_any_work(capsys, tmp_path):
     with pytest.raises(ValueError, match="unknown drafter"):
         BenchDraftersConfig(drafters=("flow:raft",))
     code = main(["bench", "drafters", "--split", "tuning", "--drafters", "copy", "--frame-steps", "1",
@@ -55,3 +55,11 @@ def test_the_drafter_bench_names_a_bad_drafter_before_any_work(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["command"].startswith("specvideo bench drafters --split tuning --drafters copy")
     assert [r["drafter"] for r in out["rows"]] == ["copy"]
+    report = tmp_path / "BENCHMARKS.md"
+    report.write_text("# Benchmarks\n\n## Text\n\nkept\n")
+    args = ["bench", "drafters", "--split", "tuning", "--drafters", "copy", "--frame-steps", "1", "--num-synthetic", "2",
+            "--num-real", "0", "--num-frames", "2", "--synthetic-size", "32", "--repeats", "1", "--report", str(report)]
+    assert main(args) == 0
+    written = report.read_text()
+    assert "## Text\n\nkept" in written and "## Video: drafters alone on pretrained eyes (tuning)" in written
+    assert "| synthetic | copy | 2 |" in written
