@@ -63,3 +63,24 @@ def test_the_drafter_bench_names_a_bad_drafter_before_any_work(capsys, tmp_path)
     written = report.read_text()
     assert "## Text\n\nkept" in written and "## Video: drafters alone on pretrained eyes (tuning)" in written
     assert "| synthetic | copy | 2 |" in written
+
+
+def test_the_check_bench_scores_bad_drafts_with_both_checks(capsys, tmp_path):
+    import torch
+
+    from specvideo.video.feature_check import FeatureCheck, FeatureCheckConfig
+    from specvideo.video.pipeline import SpeculativeVideoPipeline
+    from specvideo.video.verifier import DiffusionVerifier, widen_for_hint
+    from tests import helpers
+
+    torch.manual_seed(0)
+    verifier = DiffusionVerifier(widen_for_hint(helpers.tiny_unet(16, 2, 0, norm_num_groups=4)), hint="flow", residual=True)
+    SpeculativeVideoPipeline(verifier, feature_check=FeatureCheck(FeatureCheckConfig(hidden=4))).save_pretrained(tmp_path / "model")
+    args = ["bench", "checks", "--model", str(tmp_path / "model"), "--split", "tuning", "--frame-steps", "1,2",
+            "--num-synthetic", "2", "--num-real", "0", "--num-frames", "4", "--synthetic-size", "32", "-k", "2", "--no-report"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "**synthetic** (2 windows)" in out and "**synthetic, frame step 2** (2 windows)" in out
+    for kind in ("truth", "frozen", "shifted", "blurred", "other"):
+        assert f"| {kind} |" in out
+    assert "AUC, learned on pretrained features" in out
