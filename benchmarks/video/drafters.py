@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -91,7 +91,7 @@ class DrafterRow:
 @dataclass
 class Truth:
     inception: torch.Tensor  # (n, 2048) every true frame of the workload
-    records: list[pretrained.PretrainedRecord] = field(default_factory=list)
+    records: list[pretrained.PretrainedRecord]  # each window's true frames
 
 
 def run_drafters(config: BenchDraftersConfig, progress: bool = False) -> list[DrafterRow]:

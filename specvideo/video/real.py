@@ -113,6 +113,8 @@ class NativeClips:
         self, rng: np.random.Generator, num_frames: int, video: int | None = None, step: int = 1
     ) -> np.ndarray:
         """``num_frames`` frames, every ``step``-th of the source (step > 1: the motion made fast)."""
+        if not isinstance(step, int) or step < 1:
+            raise ValueError(f"frame step must be an integer >= 1, got {step!r}")
         span = (num_frames - 1) * step + 1
         candidates = [v for v in self.videos if v.frames.shape[0] >= span]
         if not candidates:

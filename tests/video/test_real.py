@@ -64,6 +64,12 @@ def test_native_crops_are_cut_at_the_clip_scale(tmp_path, monkeypatch):
     assert best == 0, "the crop is not an exact window of a frame of the video at its own scale"
     with pytest.raises(ValueError, match="every long side >= crop"):
         real.NativeClips("train", crop=128, long_sides=(64,))
+    # every 3rd frame: the first and second frames of a stepped window are frames i and i + 3
+    stepped = same.sample(np.random.default_rng(1), 2, video=0, step=3)
+    starts = [i for i, frame in enumerate(video) if cv2.matchTemplate(frame, stepped[0], cv2.TM_SQDIFF).min() == 0]
+    assert any(cv2.matchTemplate(video[i + 3], stepped[1], cv2.TM_SQDIFF).min() == 0 for i in starts)
+    with pytest.raises(ValueError, match="frame step must be"):
+        same.sample(np.random.default_rng(1), 2, step=0)
 
 
 def test_evaluation_frames_are_whole_frames(tmp_path, monkeypatch):
