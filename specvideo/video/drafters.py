@@ -109,7 +109,7 @@ class FlowConfig:
 
     flow_model: where the motion comes from: OpenCV's "dis" (cv2.DISOpticalFlow) or "farneback"
                (cv2.calcOpticalFlowFarneback), or a pretrained network (``flownets.FLOW_NETS``):
-               "spynet" or "rife", run on the context's device.
+               "spynet", "rife" or "gmflow", run on the context's device.
     preset:    DIS preset: "ultrafast", "fast" or "medium".
     finest_scale: DIS pyramid level where refinement stops; 0 = full resolution. OpenCV's presets
                stop at 1 or 2 (faster), which is too coarse for the small frames we draft.

@@ -331,7 +331,7 @@ def make_residual(unet: UNet2DModel) -> UNet2DModel:
 def condition(window: torch.Tensor, hint: str | None) -> torch.Tensor:
     """(N, P, 3, H, W) context windows, oldest first -> (N, 3P [+ 3], H, W): the frames on channels,
     then the hint (``"flow"``: the flow drafter's extrapolation of the window one frame ahead;
-    ``"flow:spynet"``, ``"flow:rife"``: the same along that pretrained network's flow)."""
+    ``"flow:spynet"``, ``"flow:rife"``, ``"flow:gmflow"``: the same along that pretrained network's flow)."""
     cond = rearrange(window, "n p c h w -> n (p c) h w")  # (N, 3P, H, W)
     if hint is None:
         return cond

