@@ -8,8 +8,12 @@ request it records the time to the first text, the total latency and the tokens 
 chunk's ``usage``); refused requests (429) and failures are counted, never dropped. Reported per N:
 median and p95 time to first token, p50 / p95 latency, aggregate tokens per second (tokens received
 over the wave's wall time), refusals. ``flood`` sends that many requests at once, past the queue:
-each must be answered or refused with 429. Results go to docs/SCALING.md, under a section named by
-``label`` (the server's batching mode, say).
+each must be answered or refused with 429. ``seeded`` makes every second request sample
+(temperature 0.8, top-p 0.95, a seed fixed by its place in the run) so answers stay reproducible.
+``compare`` (another server's URL, a single server of the same model) sends every request once more
+there, whole, one at a time, and counts the answers that are not the same text: with a replica
+killed mid-flood, every stream must end whole and equal (the replicas' entry replays cut streams).
+Results go to docs/SCALING.md, under a section named by ``label`` (the server's batching mode, say).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class BenchServeConfig:
     report: str = "docs/SCALING.md"
     flood: int = 0  # requests sent at once after the waves (0: none)
     label: str = ""  # the report section's name after "Serving load"
+    seeded: bool = False  # every second request samples with a seed
+    compare: str | None = None  # a single server's /v1 URL: every request's text compared with its answer there
 
 
 @dataclass
@@ -56,6 +62,10 @@ class RequestResult:
     error: str | None = None
     prompt: str = ""
     text: str = ""
+    max_tokens: int = 0
+    temperature: float = 0.0
+    seed: int | None = None
+    single: bool | None = None  # equal to the compared server's answer (None: not compared)
 
 
 @dataclass
@@ -68,7 +78,7 @@ class WaveResult:
     def summary(self, alone: dict[str, str] | None = None) -> dict:
         """alone: each prompt's answer with one client (greedy: every answer should agree with it)."""
         ok = [r for r in self.requests if r.ok]
-        compared = [r for r in ok if alone and r.prompt in alone]
+        compared = [r for r in ok if alone and r.prompt in alone and r.temperature == 0]
         lat = sorted(r.latency_s for r in ok)
         tokens = sum(r.tokens for r in ok)
         return {
@@ -83,12 +93,19 @@ class WaveResult:
             "latency_s_p95": _percentile(lat, 95),
             "tokens_per_s": tokens / sum(self.wall_s) if self.wall_s and sum(self.wall_s) else None,
             "equal_to_alone": f"{sum(_agree(r.text, alone[r.prompt]) for r in compared)}/{len(compared)}" if compared else None,
+            "equal_to_single": _share(r.single for r in self.requests if r.ok and r.single is not None),
+            "cut": sum(bool(r.error and "mid-stream" in r.error) for r in self.requests),
         }
 
 
 def _agree(text: str, reference: str) -> bool:
     """Greedy answers of one prompt agree when the shorter is the start of the longer (lengths may differ)."""
     return text.startswith(reference) or reference.startswith(text)
+
+
+def _share(flags) -> str | None:
+    flags = list(flags)
+    return f"{sum(flags)}/{len(flags)}" if flags else None
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -99,18 +116,26 @@ def _percentile(values: list[float], q: float) -> float | None:
     return values[lo] + (values[hi] - values[lo]) * (k - lo)
 
 
-def one_request(client, config: BenchServeConfig, prompt: str, max_tokens: int) -> RequestResult:
+SAMPLED = {"temperature": 0.8, "top_p": 0.95}
+
+
+def settings(config: BenchServeConfig, index: int) -> dict:
+    """Request ``index``'s sampling: greedy, or (seeded runs, odd indices) sampled with seed 1000 + index."""
+    if config.seeded and index % 2:
+        return {**SAMPLED, "seed": 1000 + index}
+    return {"temperature": 0}
+
+
+def one_request(client, config: BenchServeConfig, prompt: str, max_tokens: int, sampling: dict | None = None) -> RequestResult:
     import openai
 
+    sampling = sampling or {"temperature": 0}
+    asked = {"prompt": prompt, "max_tokens": max_tokens, "temperature": sampling["temperature"], "seed": sampling.get("seed")}
     start = time.perf_counter()
     first = None
     try:
         stream = client.chat.completions.create(
-            model=config.model,
-            messages=[{"role": "user", "content": prompt}],
-            max_tokens=max_tokens,
-            temperature=0,
-            stream=True,
+            model=config.model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, stream=True, **sampling
         )
         usage, text = None, []
         for chunk in stream:
@@ -120,11 +145,24 @@ def one_request(client, config: BenchServeConfig, prompt: str, max_tokens: int) 
             usage = chunk.usage or usage
         tokens = usage.completion_tokens if usage else 0
         latency = time.perf_counter() - start
-        return RequestResult(True, ttft_s=first, latency_s=latency, tokens=tokens, prompt=prompt, text="".join(text))
+        return RequestResult(True, ttft_s=first, latency_s=latency, tokens=tokens, text="".join(text), **asked)
     except openai.RateLimitError as err:
-        return RequestResult(False, refused=True, error=err.message)
-    except openai.OpenAIError as err:
-        return RequestResult(False, error=str(err).splitlines()[0])
+        return RequestResult(False, refused=True, error=err.message, **asked)
+    except openai.OpenAIError as err:  # a stream that ended with an error event raises here too
+        return RequestResult(False, error=str(err).splitlines()[0], **asked)
+
+
+def compare_with(config: BenchServeConfig, waves: list[WaveResult]) -> None:
+    """Each answered request sent again to ``config.compare``, whole; ``single`` says if it agrees."""
+    import openai
+
+    client = openai.OpenAI(base_url=config.compare, api_key=config.api_key, max_retries=2, timeout=600)
+    for r in (r for w in waves for r in w.requests if r.ok):
+        sampling = {"temperature": r.temperature, **({"top_p": SAMPLED["top_p"], "seed": r.seed} if r.seed is not None else {})}
+        answer = client.chat.completions.create(
+            model=config.model, messages=[{"role": "user", "content": r.prompt}], max_tokens=r.max_tokens, **sampling
+        )
+        r.single = answer.choices[0].message.content == r.text
 
 
 def run_benchmark(config: BenchServeConfig) -> list[WaveResult]:
@@ -135,7 +173,10 @@ def run_benchmark(config: BenchServeConfig) -> list[WaveResult]:
     def client_loop(c: int, n: int) -> list[RequestResult]:  # one client's requests, one after another
         lengths = config.max_tokens
         return [
-            one_request(client, config, PROMPTS[(r * n + c) % len(PROMPTS)], lengths[(c + r) % len(lengths)])
+            one_request(
+                client, config, PROMPTS[(r * n + c) % len(PROMPTS)], lengths[(c + r) % len(lengths)],
+                settings(config, r * n + c),
+            )
             for r in range(config.repeats)
         ]
 
@@ -153,27 +194,33 @@ def run_benchmark(config: BenchServeConfig) -> list[WaveResult]:
         start = time.perf_counter()
         with ThreadPoolExecutor(config.flood) as pool:
             wave.requests += list(pool.map(
-                lambda i: one_request(client, config, PROMPTS[i % len(PROMPTS)], config.max_tokens[i % len(config.max_tokens)]),
+                lambda i: one_request(
+                    client, config, PROMPTS[i % len(PROMPTS)], config.max_tokens[i % len(config.max_tokens)], settings(config, i)
+                ),
                 range(config.flood),
             ))
         wave.wall_s.append(time.perf_counter() - start)
         waves.append(wave)
+    if config.compare:
+        compare_with(config, waves)
     return waves
 
 
 def to_markdown(waves: list[WaveResult]) -> str:
     lines = [
-        "| clients | answered / sent | refused | failed | TTFT median (s) | TTFT p95 (s) | latency p50 (s) | latency p95 (s) | tokens / s (all requests) | = 1 client |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| clients | answered / sent | refused | failed (cut mid-stream) | TTFT median (s) | TTFT p95 (s) | latency p50 (s) | "
+        "latency p95 (s) | tokens / s (all requests) | = 1 client (greedy) | = single server |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     alone = reference_answers(waves)
     for w in waves:
         s = w.summary(alone)
         who = f"flood of {w.concurrency} at once" if w.flood else str(s["concurrency"])
         lines.append(
-            f"| {who} | {s['answered']} / {s['requests']} | {s['refused']} | {s['failed']} | "
+            f"| {who} | {s['answered']} / {s['requests']} | {s['refused']} | {s['failed']} ({s['cut']}) | "
             f"{_fmt(s['ttft_s_median'])} | {_fmt(s['ttft_s_p95'])} | {_fmt(s['latency_s_p50'])} | "
-            f"{_fmt(s['latency_s_p95'])} | {_fmt(s['tokens_per_s'], '{:.1f}')} | {s['equal_to_alone'] or '-'} |"
+            f"{_fmt(s['latency_s_p95'])} | {_fmt(s['tokens_per_s'], '{:.1f}')} | {s['equal_to_alone'] or '-'} | "
+            f"{s['equal_to_single'] or '-'} |"
         )
     return "\n".join(lines)
 
@@ -183,7 +230,7 @@ def reference_answers(waves: list[WaveResult]) -> dict[str, str]:
     single = next((w for w in waves if w.concurrency == 1 and not w.flood), None)
     answers: dict[str, str] = {}
     for r in single.requests if single else []:
-        if r.ok:
+        if r.ok and r.temperature == 0:
             answers.setdefault(r.prompt, r.text)
     return answers
 

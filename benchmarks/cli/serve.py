@@ -30,6 +30,8 @@ def add(kinds) -> None:
     )
     b.add_argument("--repeats", type=int, default=d.repeats, help="requests each client sends, one after another")
     b.add_argument("--flood", type=int, default=d.flood, help="then send this many at once, past the queue (0: none)")
+    b.add_argument("--seeded", action="store_true", help="every second request samples (temperature 0.8) with a fixed seed")
+    b.add_argument("--compare", metavar="URL", help="a single server's /v1 URL: every answer's text compared with its answer there")
     b.add_argument("--label", default=d.label, help="report section 'Serving load: LABEL' (the server's --batching, say)")
     b.add_argument(
         "--editor",
@@ -130,11 +132,14 @@ def run(args: argparse.Namespace) -> int:
         report=args.report,
         flood=args.flood,
         label=args.label,
+        seeded=args.seeded,
+        compare=args.compare,
     )
     waves = run_benchmark(config)
     argv = ["specvideo", "bench", "serve", "--url", config.url, "--model", config.model]
     argv += ["--concurrency", ",".join(map(str, config.concurrency)), "--max-tokens", ",".join(map(str, config.max_tokens))]
     argv += ["--repeats", str(config.repeats)] + (["--flood", str(config.flood)] if config.flood else [])
+    argv += (["--seeded"] if config.seeded else []) + (["--compare", config.compare] if config.compare else [])
     argv += ["--label", config.label] if config.label else []
     if args.json:
         alone = reference_answers(waves)

@@ -12,7 +12,8 @@ included, is the single server's.
 
 Nothing is lost across replicas: a replica that dies before any byte of its answer went out is
 retried on another (generation is a pure function of the request, so the answer is the same);
-one that dies mid-stream ends the stream with an error event in the route's format; Serve calls
+a stream whose replica dies mid-way is replayed on another, the replayed text checked against what
+was sent and skipped, and continued (``specvideo.serve.replay``); Serve calls
 ``check_health`` every few seconds and restarts a replica whose worker died or whose model failed
 to load. Past the replicas' queues the entry answers 429. ``autoscaling`` (min / max replicas,
 target ongoing requests) replaces the fixed count.
@@ -56,6 +57,10 @@ class Replica:
             if isinstance(item, dict):  # the start: say which replica answers
                 item["headers"].append(("x-specvideo-replica", replica))
             yield item
+
+    def count_tokens(self, key: str | None, text: str) -> int:
+        """The tokens of ``text`` (the entry's count of what a replay regenerated); ``key`` as forward's."""
+        return len(self.engine.generator.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def check_health(self) -> None:
         if self.engine.state == "failed":

@@ -1,8 +1,8 @@
 """`specvideo serve --replicas`: two engine replicas of the tiny stdlib model on a local Ray Serve,
 behind one HTTP entry: the same routes and answers on every replica, streaming included, metrics
 per replica, prompts that start alike on one replica and its prompt cache, a replica killed
-mid-stream ending its stream with an error and its unanswered requests retried on the other, and
-Serve replacing it. Skipped without Ray Serve (pip install -e ".[ray]")."""
+mid-stream whose streams are replayed on the other and go on unchanged, its unanswered requests
+retried there, and Serve replacing it. Skipped without Ray Serve (pip install -e ".[ray]")."""
 
 from __future__ import annotations
 
@@ -117,32 +117,44 @@ def test_new_prefixes_are_spread_evenly_and_known_ones_stay_home():
     assert place("new", ["a", "c"], homes) == "c"  # a replica that joined has no homes yet
 
 
-def test_a_replica_killed_mid_stream_ends_its_stream_and_its_unanswered_requests_move(entry):
-    prompt = "def long_one(values):\n"  # room for 480 tokens: a stream long enough to be cut
-    req = urllib.request.Request(
-        entry + "/completion", json.dumps({"prompt": prompt, "n_predict": 160, "temperature": 0}).encode(),
-        {"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=60) as r:  # the prompt's home replica answers it
-        reference, victim = json.loads(r.read())["content"], replica_actors()[r.headers["x-specvideo-replica"]]
+def open_stream(url: str, body: dict):
+    req = urllib.request.Request(url + "/completion", json.dumps({**body, "stream": True}).encode(), {"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=60)
+
+
+def llama_text(raw: str) -> tuple[str, list[dict]]:
+    events = [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: {")]
+    return "".join(e.get("content", "") for e in events), events
+
+
+def test_a_replica_killed_mid_stream_is_replayed_and_its_streams_go_on_unchanged(entry):
+    """Two streams on one replica (greedy; sampled, its seed pinned at the entry) and a request queued
+    behind them; the replica is killed once both have sent text: both streams finish with exactly
+    the text a whole answer has, the queued request moves, and /metrics counts the replays."""
+    prompt = "def long_one(values):\n"  # room for 480 tokens: streams long enough to be cut
+    greedy = {"prompt": prompt, "n_predict": 400, "temperature": 0}
+    sampled = {"prompt": prompt, "n_predict": 400, "temperature": 0.9}
     waiting: list = []
-    req = urllib.request.Request(
-        entry + "/completion", json.dumps({"prompt": prompt, "n_predict": 400, "temperature": 0, "stream": True}).encode(),
-        {"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=60) as stream:
-        assert stream.readline().startswith(b"data: ")  # a token went out: this one cannot be retried
+    with open_stream(entry, greedy) as first, open_stream(entry, sampled) as second:
+        victim = replica_actors()[first.headers["x-specvideo-replica"]]
+        assert second.headers["x-specvideo-replica"] == first.headers["x-specvideo-replica"]  # one prompt, one home
+        seed = int(second.headers["x-specvideo-seed"])
+        heads = [first.readline() + first.readline(), second.readline() + second.readline()]  # text went out
         later = threading.Thread(target=lambda: waiting.append(llama_completion(entry, prompt, 160)))
-        later.start()  # queued behind the stream on the same replica: nothing of it went out yet
+        later.start()  # queued behind the streams on the same replica: nothing of it went out yet
         time.sleep(0.3)
         ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
-        rest = stream.read().decode()  # ends, does not hang
-    events = [json.loads(line[6:]) for line in rest.splitlines() if line.startswith("data: {")]
-    assert "died mid-stream" in events[-1]["error"]["message"] and events[-1]["error"]["code"] == 503
+        streamed = [llama_text((head + s.read()).decode()) for head, s in zip(heads, (first, second))]
+    for (text, events), body in zip(streamed, (greedy, {**sampled, "seed": seed})):
+        assert "error" not in events[-1] and events[-1]["stop"] is True
+        code, whole = post(entry + "/completion", body)  # the same request answered in one piece
+        assert code == 200 and text == json.loads(whole)["content"]
     later.join(timeout=60)
-    assert waiting and waiting[0][0] == 200 and json.loads(waiting[0][1])["content"] == reference
-    codes = [completion(entry)[0] for _ in range(4)]
-    assert codes == [200] * 4  # the other replica answers meanwhile
+    assert waiting and waiting[0][0] == 200
+    with urllib.request.urlopen(entry + "/metrics") as r:
+        series = r.read().decode()
+    resumed = [line for line in series.splitlines() if line.startswith("specvideo_entry_replays_resumed_total")]
+    assert resumed and float(resumed[0].split()[-1]) >= 2, series[-2000:]
     deadline = time.monotonic() + 90  # Serve replaces the dead replica (a new actor)
     replaced = lambda: victim not in replica_actors().values() and len(replica_actors()) == 2 and running() == 2  # noqa: E731
     while time.monotonic() < deadline and not replaced():

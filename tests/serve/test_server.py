@@ -393,7 +393,8 @@ def test_bench_serve_reports_every_request(tmp_path, capsys):
             "--max-tokens",
             "4",
         ]
-        assert main([*argv, "--repeats", "2", "--flood", "9", "--report", str(report), "--json"]) == 0
+        compare = ["--seeded", "--compare", s.url + "/v1"]  # every second request sampled; all sent again
+        assert main([*argv, "--repeats", "2", "--flood", "9", *compare, "--report", str(report), "--json"]) == 0
         waves = json.loads(capsys.readouterr().out)
         assert main([*argv, "--repeats", "1", "--label", "continuous", "--report", str(report)]) == 0
     finally:
@@ -405,6 +406,10 @@ def test_bench_serve_reports_every_request(tmp_path, capsys):
     assert waves[0]["answered"] == 2 and waves[0]["ttft_s_median"] > 0 and waves[0]["tokens_per_s"] > 0
     done, same = map(int, waves[1]["equal_to_alone"].split("/"))
     assert done > 0 and same == done  # greedy answers under load equal the one-client answers
+    for w in waves:  # greedy and seeded answers under load equal the same requests sent alone
+        sent_again, same = map(int, w["equal_to_single"].split("/"))
+        assert sent_again == w["answered"] and same == sent_again and w["cut"] == 0
+    assert {r["temperature"] for r in waves[1]["requests_detail"]} == {0, 0.8}
     text = report.read_text()
     assert "## Serving load\n" in text and "## Serving load: continuous" in text
     assert "| 4 |" in text and "| flood of 9 at once |" in text and "specvideo bench serve --url" in text
