@@ -32,6 +32,17 @@ from specvideo.serve.protocol import APIError
 __all__ = ["Done", "Engine", "Failed", "Job", "Piece"]
 
 
+class JobQueue(queue.Queue):
+    """The engine's FIFO of jobs, with a front door: ``put_first`` goes ahead of every waiting job
+    and past the size limit."""
+
+    def put_first(self, job: Job) -> None:
+        with self.not_full:
+            self.queue.appendleft(job)
+            self.unfinished_tasks += 1
+            self.not_empty.notify()
+
+
 class Engine:
     def __init__(
         self,
@@ -52,7 +63,7 @@ class Engine:
             raise ValueError(f"max_tokens must be >= 1, got {max_tokens}")
         self.model_name, self.max_tokens, self.max_batch = model_name, max_tokens, max_batch
         self.prompt_cache_bytes = prompt_cache_bytes
-        self.queue: queue.Queue[Job] = queue.Queue(maxsize=max_queue)
+        self.queue: JobQueue = JobQueue(maxsize=max_queue)
         self.batches: list[int] = []  # the size of every batch run: what concurrency bought
         self.generator, self.error, self._thread = None, None, None
         self.batch_seconds = 1.0  # running mean wall time of a request (Retry-After)
@@ -113,9 +124,13 @@ class Engine:
             message, code = f"the server cannot generate: {self.error or 'its worker thread stopped'}", "worker_failed"
         return APIError(503, message, "unavailable_error", code=code, headers={"Retry-After": self.retry_after()})
 
-    def submit(self, job: Job) -> Job:
+    def submit(self, job: Job, first: bool = False) -> Job:
+        """Queue ``job`` (``first``: at the head, past the limit: a replay whose client is mid-answer)."""
         if (error := self.unavailable()) is not None:
             raise error
+        if first:
+            self.queue.put_first(job)
+            return job
         try:
             self.queue.put_nowait(job)
         except queue.Full:

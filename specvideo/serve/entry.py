@@ -31,6 +31,7 @@ from specvideo.serve.protocol import APIError
 from specvideo.serve.replay import SEED_HEADER, STREAM_FORMATS, ReplayMismatch, Resumer, StreamLedger, not_reproducible, pin_seed
 
 RETRIES = 2  # further replicas tried for a request whose replica died before answering
+REPLAY_PATIENCE_S = 60.0  # how long a replay waits for room in the replicas' queues
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 DROPPED = {"content-length", "transfer-encoding", "connection"}  # set again for the forwarded body
 log = logging.getLogger("specvideo.serve")
@@ -131,7 +132,7 @@ class Entry:
                 return
             self.metrics.replays.inc()
             try:
-                stream, start, first = await _answered(self.engines, call)
+                stream, start, first = await _answered(self.engines, call, replay=True)
             except APIError:
                 self.metrics.refused.labels("no_replica").inc()
                 yield _lost_event(route, "no replica could replay it")
@@ -174,23 +175,29 @@ async def _chunks(first: bytes, stream):
         yield chunk
 
 
-async def _answered(engines, call: tuple):
+async def _answered(engines, call: tuple, replay: bool = False):
     """(stream, start, first body chunk) of the first replica that answers; a replica that dies
-    before its first body byte is replaced by another, up to ``RETRIES`` times."""
+    before its first body byte is replaced by another, up to ``RETRIES`` times. A ``replay`` goes to
+    the head of the replica's queue."""
     from ray.exceptions import RayActorError
     from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError
 
-    for attempt in range(RETRIES + 1):
-        stream = engines.forward.remote(*call)
+    attempt, patience = 0, time.monotonic() + REPLAY_PATIENCE_S
+    while attempt <= RETRIES:
+        stream = engines.forward.remote(*call, replay=replay)
         try:
             start = await stream.__anext__()
             first = await _next_or_empty(stream)
             return stream, start, first
         except BackPressureError:
+            if replay and time.monotonic() < patience:  # a client mid-answer waits for room rather than being cut
+                await asyncio.sleep(0.25)
+                continue
             raise APIError(429, "every replica's queue is full: retry later", "rate_limit_error", headers={"Retry-After": "1"}) from None
         except (RayActorError, DeploymentUnavailableError) as err:
             log.warning("%s: replica lost before answering (try %d): %s", call[2], attempt + 1, type(err).__name__)
-            await asyncio.sleep(0.2 * (attempt + 1))
+            attempt += 1
+            await asyncio.sleep(0.2 * attempt)
     raise APIError(
         503, f"the replicas died before answering ({RETRIES + 1} tries): retry later", "unavailable_error",
         code="replica_unavailable", headers={"Retry-After": "5"},

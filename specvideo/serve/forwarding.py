@@ -52,11 +52,12 @@ def _leading_text(path: str, data: dict) -> str:
 
 
 async def asgi_stream(
-    app, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes
+    app, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes, extensions: dict | None = None
 ) -> AsyncIterator[dict | bytes]:
     """Call an ASGI ``app`` in this process with one buffered request; yield the response's start
     ({"status", "headers"}) and then its body chunks as the app sends them. Closing the generator
-    (the caller went away) tells the app the client disconnected and waits for it to finish."""
+    (the caller went away) tells the app the client disconnected and waits for it to finish.
+    ``extensions``: the scope's, for what the caller says beyond HTTP (a replay)."""
     messages: asyncio.Queue = asyncio.Queue()
     gone = asyncio.Event()
     received = False
@@ -73,7 +74,7 @@ async def asgi_stream(
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
         "path": path, "raw_path": path.encode(), "query_string": query.encode(), "root_path": "",
         "headers": [(k.lower().encode(), v.encode()) for k, v in headers],
-        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0),
+        "client": ("127.0.0.1", 0), "server": ("127.0.0.1", 0), "extensions": dict(extensions or {}),
     }
     task = asyncio.create_task(app(scope, receive, messages.put))
     try:

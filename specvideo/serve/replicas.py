@@ -45,15 +45,20 @@ class Replica:
         self.engine.attach(load_generator(settings))
         self.app = create_app(self.engine, settings.api_key)
 
-    async def forward(self, key: str | None, method: str, path: str, query: str, headers: list, body: bytes):
+    async def forward(
+        self, key: str | None, method: str, path: str, query: str, headers: list, body: bytes, replay: bool = False
+    ):
         """The response to one request, streamed: its start ({"status", "headers"}), then its body
-        chunks. ``key`` is the router's (``routing.PrefixRouter``); the app never reads it."""
+        chunks. ``key`` is the router's (``routing.PrefixRouter``); the app never reads it. A
+        ``replay`` (a stream cut on another replica) goes to the head of the engine's queue."""
         from ray import serve
 
         from specvideo.serve.forwarding import asgi_stream
+        from specvideo.serve.requests import REPLAY_EXTENSION
 
         replica = serve.get_replica_context().replica_id.unique_id
-        async for item in asgi_stream(self.app, method, path, query, headers, body):
+        extensions = {REPLAY_EXTENSION: True} if replay else None
+        async for item in asgi_stream(self.app, method, path, query, headers, body, extensions):
             if isinstance(item, dict):  # the start: say which replica answers
                 item["headers"].append(("x-specvideo-replica", replica))
             yield item

@@ -52,12 +52,17 @@ class Trace:
         )
 
 
+# set in the ASGI scope (never from a header, so no HTTP client can ask for it) by the replicas'
+# in-process call for a replayed stream's request: it goes to the head of the engine's queue
+REPLAY_EXTENSION = "specvideo.replay"
+
+
 def submit(engine: Engine, job: Job, request: Request, rid: str) -> Trace:
     """Queue the job; its trace is this request's log line (a refusal logs and raises)."""
     trace = Trace(rid, request.url.path, len(job.prompt_ids), engine.metrics)
     request.state.traced = True
     try:
-        engine.submit(job)
+        engine.submit(job, first=bool(request.scope.get("extensions", {}).get(REPLAY_EXTENSION)))
     except APIError as err:
         trace.end(f"refused {err.status}")
         raise

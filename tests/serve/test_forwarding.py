@@ -98,3 +98,32 @@ def test_an_unknown_path_streams_the_apps_own_404():
 
     start, *chunks = asyncio.run(run())
     assert start["status"] == 404 and b"Not Found" in b"".join(chunks)
+
+
+def test_a_replay_goes_to_the_head_of_a_full_queue_and_no_header_can_ask_for_it():
+    """The replicas' in-process call marks a replay in the ASGI scope; the engine's queue takes it
+    first and past its limit. An HTTP header of the same name does nothing."""
+    from specvideo.serve.engine import JobQueue
+    from specvideo.serve.jobs import Job
+    from specvideo.serve.requests import REPLAY_EXTENSION
+
+    jobs = JobQueue(maxsize=2)
+    waiting = [Job([i], 1, 0.0, 1.0) for i in range(2)]
+    for job in waiting:
+        jobs.put_nowait(job)
+    replay = Job([9], 1, 0.0, 1.0)
+    jobs.put_first(replay)  # the queue is full: only the front door takes it
+    assert [jobs.get_nowait() for _ in range(3)] == [replay, *waiting]
+
+    app = FastAPI()
+
+    @app.get("/flag")
+    async def flag(request: Request):
+        return {"replay": bool(request.scope.get("extensions", {}).get(REPLAY_EXTENSION))}
+
+    async def ask(headers, extensions=None):
+        items = [item async for item in asgi_stream(app, "GET", "/flag", "", headers, b"", extensions)]
+        return json.loads(b"".join(i for i in items if isinstance(i, bytes)))["replay"]
+
+    assert asyncio.run(ask([], {REPLAY_EXTENSION: True})) is True
+    assert asyncio.run(ask([(REPLAY_EXTENSION, "1"), ("x-specvideo-replay", "1")])) is False
