@@ -2,8 +2,9 @@
 
 Routes: ``POST /v1/completions`` (``prompt``, ``suffix`` for fill-in-the-middle), ``POST
 /v1/chat/completions`` (``messages`` through the model's chat template), ``GET /v1/models``,
-``GET /health``, ``GET /metrics`` (Prometheus, ``specvideo.serve.metrics``), and the editor plugins' ``/infill``, ``/completion`` and ``/v1/fim/completions``
-(``specvideo.serve.editor``). ``stream: true`` answers with server-sent events in OpenAI's chunk format ending
+``GET /health``, ``GET /metrics`` (Prometheus, ``specvideo.serve.metrics``), the editor plugins' ``/infill``, ``/completion`` and ``/v1/fim/completions``
+(``specvideo.serve.editor``), and ``POST /v1/verify``, a client's own draft checked in a session
+(``specvideo.serve.verify``). ``stream: true`` answers with server-sent events in OpenAI's chunk format ending
 with ``data: [DONE]``. Every answer carries ``usage`` and a ``speculative`` field (acceptance rate,
 tokens per target call, the batch it ran in). Errors are OpenAI's error JSON on every route: 400
 for bad or unsupported fields, 401 for a wrong API key, 404 for an unknown route, 413 for a body
@@ -36,6 +37,7 @@ from specvideo.serve.protocol import (
     new_id,
 )
 from specvideo.serve.requests import Trace, job_events, submit
+from specvideo.serve.verify import add_verify_route
 from specvideo.text.prompts import FIM_TOKENS, chat_ids, fim_ids
 
 DEFAULT_CHAT_TOKENS = 512
@@ -119,6 +121,7 @@ def create_app(engine: Engine, api_key: str | None = None, max_body_bytes: int =
         return await _answer(engine, job, request, body.stream, chat_body, new_id("chatcmpl"))
 
     add_editor_routes(app, engine, _answer, _ready)
+    add_verify_route(app, engine, _ready, _check_model, _verify_ids)
     routes.update(route.path for route in app.routes)
     return app
 
@@ -158,6 +161,24 @@ def _completion_ids(engine: Engine, body: CompletionRequest) -> list[int]:
                 param="suffix",
             )
         return ids
+    if not body.prompt:
+        raise APIError(400, "prompt is empty: give some text to continue", param="prompt")
+    return list(tok(body.prompt)["input_ids"])
+
+
+def _verify_ids(engine: Engine, body) -> list[int]:
+    """A /v1/verify session's prompt: token ids as given, text tokenized, or chat messages templated."""
+    tok = engine.generator.tokenizer
+    if body.messages is not None:
+        try:
+            return chat_ids([m.model_dump() for m in body.messages], tok)
+        except ValueError as err:
+            raise APIError(400, str(err), param="messages") from None
+    if isinstance(body.prompt, list):
+        vocab = engine.generator.models.vocab_size
+        if not body.prompt or any(not 0 <= t < vocab for t in body.prompt):
+            raise APIError(400, f"prompt token ids must be a non-empty list in [0, {vocab})", param="prompt")
+        return list(body.prompt)
     if not body.prompt:
         raise APIError(400, "prompt is empty: give some text to continue", param="prompt")
     return list(tok(body.prompt)["input_ids"])

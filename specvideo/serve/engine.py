@@ -25,7 +25,7 @@ import threading
 import time
 
 from specvideo.errors import first_line
-from specvideo.serve.jobs import Done, Failed, Job, JobRow, Piece
+from specvideo.serve.jobs import Answered, Done, Failed, Job, JobRow, Piece
 from specvideo.serve.metrics import ServeMetrics
 from specvideo.serve.protocol import APIError
 
@@ -207,6 +207,9 @@ class Engine:
         """A run that more rows join, started with ``job`` (None: nothing to run; the job was answered)."""
         if job.cancelled.is_set():
             return None
+        if job.call is not None:
+            self._call(job)
+            return None
         if job.max_tokens == 0:  # a warm-up: prefill into the prompt cache, nothing to generate
             self._warm(job)
             return None
@@ -223,6 +226,9 @@ class Engine:
         """``job`` joins the running batch before its next round, after ``before`` others joined
         at this boundary; returns 1 when it joined."""
         if job.cancelled.is_set():
+            return 0
+        if job.call is not None:
+            self._call(job)
             return 0
         if job.max_tokens == 0:
             self._warm(job)
@@ -254,6 +260,15 @@ class Engine:
         if not final:
             text = text.rstrip("\ufffd")  # a multi-byte character still arriving
         row.update(text, final, eos, len(tokens), speculative)
+
+    def _call(self, job: Job) -> None:
+        """A job that is a call on the worker (a /v1/verify round), between rounds of the batch."""
+        try:
+            job.events.put(Answered(job.call(self.generator)))
+        except APIError as err:
+            job.events.put(Failed(err))
+        except Exception as err:  # noqa: BLE001 - the client gets an answer
+            job.events.put(Failed(_failure(err)))
 
     def _warm(self, job: Job) -> None:
         """A request for no tokens: prefill its prompt into the prompt cache (when it asks for the

@@ -1,0 +1,153 @@
+"""Drafting on the client, verifying on the server (``POST /v1/verify`` and ``specvideo.text.edge``),
+through the real HTTP stack on the tiny pair: the client's text equals the server's own answer
+(greedy and seeded, drafting by prompt lookup, by a local model, or not at all), sessions keep their
+settings and expire, bad input is a 4xx naming the problem, /metrics counts the rounds, and a server
+without the route is asked for the answer whole."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+
+import pytest
+import uvicorn
+
+from specvideo.serve import Engine, create_app
+from specvideo.serve.verify import Sessions
+from specvideo.text import SpeculativeGenerator
+from specvideo.text.edge import EdgeClient, KChooser, LookupDrafter, ModelDrafter
+from tests.conftest import free_port
+from tests.serve.test_server import Server, tiny_pair
+
+PROMPT = "abcabcabcab"  # repeats: prompt lookup finds drafts
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server(tiny_pair(fim=False), api_key=None)
+    yield s
+    s.stop()
+
+
+def post(url: str, path: str, body: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(url + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def own_answer(s: Server, **settings) -> str:
+    return own(s, **settings).choices[0].text
+
+
+def own(s: Server, **settings):
+    return s.client.completions.create(model="tiny", prompt=PROMPT, **settings)
+
+
+SETTINGS = [
+    {"max_tokens": 24, "temperature": 0},
+    {"max_tokens": 24, "temperature": 0.9, "top_p": 0.95, "seed": 3},
+]
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=["greedy", "seeded"])
+def test_the_clients_text_is_the_servers_own_answer_whatever_it_drafts(server, settings):
+    answer = own(server, **settings)
+    tok = server.engine.generator.tokenizer
+    local = SpeculativeGenerator.from_models(server.engine.generator.models.draft, tokenizer=tok, drafter="ngram")
+    for drafter, k in [(LookupDrafter(), None), (ModelDrafter(local), 4), (None, None), (LookupDrafter(), 16)]:
+        client = EdgeClient(server.url, "tiny", drafter, tokenizer=tok, k=k)
+        text = "".join(client.stream(prompt=PROMPT, **settings))
+        assert text == answer.choices[0].text and answer.usage.completion_tokens > 8, (type(drafter).__name__, k)
+        stats = client.stats.summary()
+        assert stats["tokens"] == answer.usage.completion_tokens and client.stats.rounds >= 1 and not stats["fallback"]
+        if drafter is None:  # nothing drafted: one forward per token, as plain decoding
+            assert client.stats.target_calls == client.stats.rounds
+
+
+def test_a_round_checks_the_draft_by_equality_and_sends_only_new_tokens(server):
+    code, first = post(server.url, "/v1/verify", {"model": "tiny", "prompt": PROMPT, "max_tokens": 12, "temperature": 0})
+    assert code == 200 and first["accepted"] == 0 and len(first["tokens"]) == 1 and first["prompt_ids"]
+    full = server.engine.generator.generate([first["prompt_ids"]], max_new_tokens=12, temperature=0.0).token_ids[0]
+    assert first["tokens"] == full[:1]
+    good = full[1:5]
+    code, second = post(server.url, "/v1/verify", {"model": "tiny", "session": first["session"], "draft": good[:2] + [(good[2] + 1) % 200]})
+    assert code == 200 and second["accepted"] == 2 and second["tokens"] == full[1:4]  # 2 accepted, then the target's own
+    code, third = post(server.url, "/v1/verify", {"model": "tiny", "session": first["session"], "draft": full[4:11], "temperature": 0})
+    assert code == 200 and third["accepted"] == 7 and third["tokens"] == full[4:12] and third["finished"]
+    assert third["finish_reason"] == "length" and third["usage"]["target_calls"] == 3 and third["position"] == 12
+    code, gone = post(server.url, "/v1/verify", {"model": "tiny", "session": first["session"], "draft": []})
+    assert code == 404 and "unknown or expired session" in gone["error"]["message"]  # an ended answer's session closes
+
+
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        ({"model": "tiny", "session": "vs-nope"}, 404, "unknown or expired session"),
+        ({"model": "tiny", "prompt": PROMPT, "draft": list(range(40))}, 400, "at most 32 tokens"),
+        ({"model": "tiny", "prompt": PROMPT, "draft": [10_000]}, 400, "draft token ids must be in"),
+        ({"model": "tiny", "prompt": [1, 99_999]}, 400, "prompt token ids"),
+        ({"model": "tiny", "prompt": PROMPT, "session": "vs-x"}, 400, "exactly one of session, prompt or messages"),
+        ({"model": "other", "prompt": PROMPT}, 400, "unknown model"),
+    ],
+)
+def test_bad_input_is_a_4xx_naming_the_problem(server, body, status, words):
+    code, answer = post(server.url, "/v1/verify", body)
+    assert code == status and words in answer["error"]["message"], answer
+
+
+def test_a_session_keeps_its_settings_and_metrics_count_rounds(server):
+    code, first = post(server.url, "/v1/verify", {"model": "tiny", "prompt": PROMPT, "max_tokens": 8, "temperature": 0.7})
+    assert code == 200 and first["seed"] >= 0  # sampled without a seed: the server picked one, and says it
+    code, answer = post(server.url, "/v1/verify", {"model": "tiny", "session": first["session"], "temperature": 0.2})
+    assert code == 400 and "differs from the session's 0.7" in answer["error"]["message"]
+    with urllib.request.urlopen(server.url + "/metrics") as r:
+        series = r.read().decode()
+    assert "specvideo_verify_sessions " in series and "specvideo_verify_rounds_total" in series
+
+
+def test_sessions_expire_unused_and_stay_within_their_bound():
+    class Row:
+        ended = False
+
+        def end(self):
+            self.ended = True
+
+    from specvideo.serve.verify import Session
+
+    sessions = Sessions(max_sessions=2, ttl_s=10)
+    rows = [Row() for _ in range(3)]
+    now = time.monotonic()
+    for i, row in enumerate(rows):
+        sessions.add(Session(f"s{i}", row, {}, [], [], now + 10 * (i + 1)))
+    assert list(sessions.open) == ["s1", "s2"] and rows[0].ended  # the least recently used left
+    sessions.expire(now + 25)
+    assert list(sessions.open) == ["s2"] and rows[1].ended
+
+
+def test_k_follows_the_round_trip():
+    near, far = KChooser(), KChooser()
+    for chooser, trip in ((near, 0.0), (far, 0.08)):
+        for _ in range(20):
+            chooser.update(checked=4, accepted=3, trip_s=trip, server_s=0.01, draft_s=0.004)
+    assert far.choose() > near.choose() >= 1
+
+
+def test_a_server_without_the_route_is_asked_for_the_answer_whole(server):
+    app = create_app(Engine(server.engine.generator, "tiny"), None)
+    app.router.routes = [r for r in app.router.routes if getattr(r, "path", "") != "/v1/verify"]
+    port = free_port()
+    plain = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    threading.Thread(target=plain.run, daemon=True).start()
+    while not plain.started:
+        time.sleep(0.02)
+    try:
+        client = EdgeClient(f"http://127.0.0.1:{port}", "tiny", LookupDrafter())
+        text = "".join(client.stream(prompt=PROMPT, max_tokens=12, temperature=0))
+        assert client.stats.fallback and text == own_answer(server, max_tokens=12, temperature=0)
+    finally:
+        plain.should_exit = True
