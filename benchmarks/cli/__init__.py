@@ -3,7 +3,7 @@ registers them when this folder is beside the installed package (a checkout of t
 
 from __future__ import annotations
 
-from benchmarks.cli import batch, checks, drafters, serve, text, video
+from benchmarks.cli import batch, checks, drafters, edge, serve, text, video
 from specvideo.cli.common import Parser
 
 HELP = "side-by-side benchmarks (results in docs/BENCHMARKS.md)"
@@ -12,5 +12,5 @@ HELP = "side-by-side benchmarks (results in docs/BENCHMARKS.md)"
 def add(commands) -> None:
     bench = commands.add_parser("bench", help=HELP)
     kinds = bench.add_subparsers(dest="bench", metavar="KIND", required=True, parser_class=Parser)
-    for kind in (text, video, drafters, checks, batch, serve):
+    for kind in (text, video, drafters, checks, batch, serve, edge):
         kind.add(kinds)

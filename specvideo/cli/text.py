@@ -26,6 +26,16 @@ def add(commands) -> None:
     )
     add_settings(p)
     p.add_argument("--json", action="store_true", help="print the text and the statistics as JSON")
+    edge = p.add_argument_group("drafting here, verifying on a server (its POST /v1/verify)")
+    edge.add_argument("--verify-url", metavar="URL", help="a specvideo server's address: draft here, check there")
+    edge.add_argument("--model", default="smollm2", help="the model id the server serves (default smollm2)")
+    edge.add_argument(
+        "--local-draft", default="lookup",
+        help="what drafts here: lookup (prompt lookup, no model), none, or a model (a name such as smollm2, a FILE.gguf "
+        "such as the code pair's 0.5B sibling, a directory) sharing the server model's tokenizer",
+    )
+    edge.add_argument("--delay-ms", type=float, default=0.0, help="add this to every round trip (to measure a slower link)")
+    edge.add_argument("--api-key", help="the server's --api-key")
     p.set_defaults(run=run)
 
 
@@ -101,7 +111,49 @@ def seeded(args) -> dict:
     return {"seed": args.seed}
 
 
+def run_remote(args: argparse.Namespace) -> int:
+    """--verify-url: drafts here, each round checked by the server (``specvideo.text.edge``)."""
+    import httpx
+
+    from specvideo.text.edge import EdgeClient, LookupDrafter, ModelDrafter
+
+    if args.suffix is not None:
+        raise UsageError("--verify-url continues a prompt or a chat: drop --suffix")
+    tokenizer, drafter = None, None
+    if args.local_draft == "lookup":
+        drafter = LookupDrafter()
+    elif args.local_draft != "none":
+        from specvideo.text import SpeculativeGenerator
+
+        local = SpeculativeGenerator.from_pretrained(args.local_draft, drafter="ngram", device=args.device)
+        drafter, tokenizer = ModelDrafter(local), local.tokenizer
+    client = EdgeClient(args.verify_url, args.model, drafter, tokenizer, args.api_key, args.delay_ms / 1e3,
+                        k=None, max_k=max(1, args.num_draft_tokens * 4))
+    settings = {"max_tokens": args.max_new_tokens, "temperature": args.temperature}
+    if args.temperature > 0:
+        settings.update({"seed": args.seed, **({"top_p": args.top_p} if args.top_p is not None else {})})
+    chat = [{"role": "user", "content": args.prompt}] if args.chat else None
+    try:
+        pieces = client.stream(prompt=None if chat else args.prompt, messages=chat, **settings)
+        if not args.json and not chat:
+            sys.stdout.write(args.prompt)
+        text = ""
+        for piece in pieces:
+            text += piece
+            if not args.json:
+                sys.stdout.write(piece)
+                sys.stdout.flush()
+    except (OSError, RuntimeError, httpx.HTTPError) as err:  # a clear line, no traceback
+        raise UsageError(f"the server at {args.verify_url} could not verify: {err}") from None
+    finally:
+        client.close()
+    print(json.dumps({"prompt": args.prompt, "text": text, "stats": client.stats.summary()}) if args.json else "")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.verify_url:
+        return run_remote(args)
     gen = load_generator(args)
     kwargs = seeded(args)
     prompt = [{"role": "user", "content": args.prompt}] if args.chat else args.prompt

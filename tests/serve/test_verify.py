@@ -151,3 +151,29 @@ def test_a_server_without_the_route_is_asked_for_the_answer_whole(server):
         assert client.stats.fallback and text == own_answer(server, max_tokens=12, temperature=0)
     finally:
         plain.should_exit = True
+
+
+def test_the_cli_drafts_here_and_verifies_on_the_server(server, capsys):
+    from specvideo.cli import main
+
+    own_text = own_answer(server, max_tokens=10, temperature=0)
+    argv = ["text", PROMPT, "--verify-url", server.url, "--model", "tiny", "--max-new-tokens", "10", "--temperature", "0"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["text"] == own_text and out["stats"]["tokens"] == 10
+    assert main([*argv[:3], "http://127.0.0.1:1", *argv[4:]]) == 2  # nothing listens there: one clear line
+    assert "could not verify" in capsys.readouterr().err
+
+
+def test_bench_edge_runs_both_modes_at_each_delay_and_reports(server, tmp_path, capsys):
+    from specvideo.cli import main
+
+    report, prompts = tmp_path / "BENCHMARKS.md", tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "abcabcab"}\n{"prompt": "def f(x):"}\n')
+    argv = ["bench", "edge", "--url", server.url, "--model", "tiny", "--prompts", str(prompts), "--num-prompts", "2",
+            "--max-tokens", "6", "--delays-ms", "0,5", "--repeats", "1", "--report", str(report)]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    rows = [line for line in table.splitlines() if line.startswith("| 0 ms") or line.startswith("| 5 ms")]
+    assert len(rows) == 4 and all(line.endswith("| 2/2 |") for line in rows if "| edge |" in line)
+    assert "## Text: drafting on the client, verifying on the server" in report.read_text()
