@@ -39,7 +39,7 @@ class BenchEdgeConfig:
     max_tokens: int = 64
     delays_ms: tuple[float, ...] = (0.0, 20.0, 80.0)
     repeats: int = 2
-    local_draft: str = "lookup"  # lookup, none, or a local model for ModelDrafter
+    local_draft: str = "lookup"  # specvideo.text.edge.local_drafter's names
     temperature: float = 0.0
     seed: int = 0
     prompts: str | None = None  # a JSON Lines file of prompts instead of the workload's split
@@ -106,22 +106,8 @@ def server_stream(http: httpx.Client, config: BenchEdgeConfig, prompt, delay_s: 
     return text, tokens, seconds, round(tokens / per_call) if per_call else tokens, size
 
 
-def make_drafter(config: BenchEdgeConfig):
-    """(drafter, tokenizer) for the client, by ``local_draft``."""
-    from specvideo.text.edge import LookupDrafter, ModelDrafter
-
-    if config.local_draft == "lookup":
-        return LookupDrafter(), None
-    if config.local_draft == "none":
-        return None, None
-    from specvideo.text import SpeculativeGenerator
-
-    local = SpeculativeGenerator.from_pretrained(config.local_draft, drafter="ngram")
-    return ModelDrafter(local), local.tokenizer
-
-
 def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
-    from specvideo.text.edge import EdgeClient
+    from specvideo.text.edge import EdgeClient, local_drafter
 
     if config.prompts:
         prompts = load_prompts_jsonl(config.prompts)[: config.num_prompts]
@@ -129,7 +115,7 @@ def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
         prompts = chat_prompts(config.split, config.num_prompts)
     else:
         prompts = code_prompts(config.split, config.num_prompts)
-    drafter, tokenizer = make_drafter(config)
+    drafter, tokenizer = local_drafter(config.local_draft)
     http = httpx.Client(timeout=600)
     rows = []
     for delay_ms in config.delays_ms:

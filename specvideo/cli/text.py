@@ -31,8 +31,9 @@ def add(commands) -> None:
     edge.add_argument("--model", default="smollm2", help="the model id the server serves (default smollm2)")
     edge.add_argument(
         "--local-draft", default="lookup",
-        help="what drafts here: lookup (prompt lookup, no model), none, or a model (a name such as smollm2, a FILE.gguf "
-        "such as the code pair's 0.5B sibling, a directory) sharing the server model's tokenizer",
+        help="what drafts here: lookup (prompt lookup, no model), none, pair:NAME (the draft model of a pair, e.g. "
+        "pair:smollm2), or a model (a name, a FILE.gguf such as the code pair's 0.5B sibling, a directory) sharing the "
+        "server model's tokenizer",
     )
     edge.add_argument("--delay-ms", type=float, default=0.0, help="add this to every round trip (to measure a slower link)")
     edge.add_argument("--api-key", help="the server's --api-key")
@@ -115,18 +116,11 @@ def run_remote(args: argparse.Namespace) -> int:
     """--verify-url: drafts here, each round checked by the server (``specvideo.text.edge``)."""
     import httpx
 
-    from specvideo.text.edge import EdgeClient, LookupDrafter, ModelDrafter
+    from specvideo.text.edge import EdgeClient, local_drafter
 
     if args.suffix is not None:
         raise UsageError("--verify-url continues a prompt or a chat: drop --suffix")
-    tokenizer, drafter = None, None
-    if args.local_draft == "lookup":
-        drafter = LookupDrafter()
-    elif args.local_draft != "none":
-        from specvideo.text import SpeculativeGenerator
-
-        local = SpeculativeGenerator.from_pretrained(args.local_draft, drafter="ngram", device=args.device)
-        drafter, tokenizer = ModelDrafter(local), local.tokenizer
+    drafter, tokenizer = local_drafter(args.local_draft, args.device)
     client = EdgeClient(args.verify_url, args.model, drafter, tokenizer, args.api_key, args.delay_ms / 1e3,
                         k=None, max_k=max(1, args.num_draft_tokens * 4))
     settings = {"max_tokens": args.max_new_tokens, "temperature": args.temperature}

@@ -63,6 +63,26 @@ class ModelDrafter:
         return list(self.generator.generate([ids], max_new_tokens=k, temperature=0.0, stop=None).token_ids[0])
 
 
+def local_drafter(spec: str, device: str | None = None):
+    """(drafter, tokenizer) by name: "lookup" (no model, no tokenizer), "none", "pair:NAME" (the draft
+    model of the named pair, e.g. pair:smollm2, its shared embeddings from the pair's target), or a
+    model to run whole (a name, a FILE.gguf such as the code pair's 0.5B sibling, a directory)."""
+    from specvideo.text import SpeculativeGenerator
+
+    if spec == "lookup":
+        return LookupDrafter(), None
+    if spec == "none":
+        return None, None
+    if spec.startswith("pair:"):
+        pair = SpeculativeGenerator.from_pretrained(spec.removeprefix("pair:"), drafter="lean", device=device)
+        if pair.models.draft is None:
+            raise ValueError(f"{spec}: that pair has no draft model")
+        local = SpeculativeGenerator.from_models(pair.models.draft, tokenizer=pair.tokenizer, drafter="ngram")
+    else:
+        local = SpeculativeGenerator.from_pretrained(spec, drafter="ngram", device=device)
+    return ModelDrafter(local), local.tokenizer
+
+
 @dataclass
 class KChooser:
     """Each round's draft length: the k in [1, max_k] with the most tokens per second, given the
