@@ -40,6 +40,7 @@ class BenchEdgeConfig:
     delays_ms: tuple[float, ...] = (0.0, 20.0, 80.0)
     repeats: int = 2
     local_draft: str = "lookup"  # specvideo.text.edge.local_drafter's names
+    local_dtype: str = "auto"
     temperature: float = 0.0
     seed: int = 0
     prompts: str | None = None  # a JSON Lines file of prompts instead of the workload's split
@@ -115,7 +116,7 @@ def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
         prompts = chat_prompts(config.split, config.num_prompts)
     else:
         prompts = code_prompts(config.split, config.num_prompts)
-    drafter, tokenizer = local_drafter(config.local_draft)
+    drafter, tokenizer = local_drafter(config.local_draft, dtype=config.local_dtype)
     http = httpx.Client(timeout=600)
     rows = []
     for delay_ms in config.delays_ms:

@@ -26,6 +26,7 @@ def add(kinds) -> None:
     b.add_argument("--delays-ms", default=",".join(f"{x:g}" for x in d.delays_ms), help="comma-separated round trips to add")
     b.add_argument("--repeats", type=int, default=d.repeats)
     b.add_argument("--local-draft", default=d.local_draft, help="lookup, none, or a local model (name, FILE.gguf, directory)")
+    b.add_argument("--local-dtype", default=d.local_dtype, help="the local draft model's weights (auto, bfloat16, int8, int4)")
     b.add_argument("--temperature", type=float, default=d.temperature)
     b.add_argument("--seed", type=int, default=d.seed)
     b.add_argument("--prompts", metavar="FILE.jsonl", help='prompts instead of the split: {"prompt": "...", "chat": true} a line')
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     config = BenchEdgeConfig(
         url=args.url, model=args.model, workload=args.workload, split=args.split, num_prompts=args.num_prompts,
         max_tokens=args.max_tokens, delays_ms=delays, repeats=args.repeats, local_draft=args.local_draft,
-        temperature=args.temperature, seed=args.seed, prompts=args.prompts,
+        temperature=args.temperature, seed=args.seed, prompts=args.prompts, local_dtype=args.local_dtype,
     )
     rows = run_benchmark(config, progress=lambda line: print(line, file=sys.stderr))
     lines = to_markdown(rows)
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         argv = ["specvideo", "bench", "edge", "--url", config.url, "--model", config.model, "--workload", config.workload,
                 "--split", config.split, "--num-prompts", str(config.num_prompts), "--max-tokens", str(config.max_tokens),
                 "--delays-ms", args.delays_ms, "--repeats", str(config.repeats), "--local-draft", config.local_draft]
+        argv += ["--local-dtype", config.local_dtype] if config.local_dtype != "auto" else []
         argv += ["--temperature", str(config.temperature), "--seed", str(config.seed)] if config.temperature > 0 else []
         argv += ["--prompts", config.prompts] if config.prompts else []
         argv += ["--label", args.label] if args.label else []

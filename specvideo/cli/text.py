@@ -35,6 +35,7 @@ def add(commands) -> None:
         "pair:smollm2), or a model (a name, a FILE.gguf such as the code pair's 0.5B sibling, a directory) sharing the "
         "server model's tokenizer",
     )
+    edge.add_argument("--local-dtype", default="auto", help="the local draft model's weights (auto, bfloat16, int8, int4)")
     edge.add_argument("--delay-ms", type=float, default=0.0, help="add this to every round trip (to measure a slower link)")
     edge.add_argument("--api-key", help="the server's --api-key")
     p.set_defaults(run=run)
@@ -120,7 +121,7 @@ def run_remote(args: argparse.Namespace) -> int:
 
     if args.suffix is not None:
         raise UsageError("--verify-url continues a prompt or a chat: drop --suffix")
-    drafter, tokenizer = local_drafter(args.local_draft, args.device)
+    drafter, tokenizer = local_drafter(args.local_draft, args.device, args.local_dtype)
     client = EdgeClient(args.verify_url, args.model, drafter, tokenizer, args.api_key, args.delay_ms / 1e3,
                         k=None, max_k=max(1, args.num_draft_tokens * 4))
     settings = {"max_tokens": args.max_new_tokens, "temperature": args.temperature}

@@ -63,10 +63,13 @@ class ModelDrafter:
         return list(self.generator.generate([ids], max_new_tokens=k, temperature=0.0, stop=None).token_ids[0])
 
 
-def local_drafter(spec: str, device: str | None = None):
+def local_drafter(spec: str, device: str | None = None, dtype: str = "auto"):
     """(drafter, tokenizer) by name: "lookup" (no model, no tokenizer), "none", "pair:NAME" (the draft
     model of the named pair, e.g. pair:smollm2, its shared embeddings from the pair's target), or a
-    model to run whole (a name, a FILE.gguf such as the code pair's 0.5B sibling, a directory)."""
+    model to run whole (a name, a FILE.gguf such as the code pair's 0.5B sibling, a directory) in
+    ``dtype`` ("int4": a weight-only int4 copy, the fastest here for the 0.5B, whose Q5_0 tensors the
+    k-quant kernel does not run). A local drafter runs without batch invariance (its tokens are only
+    proposals; the server's check keeps the answer exact), so a round prefills only its new tokens."""
     from specvideo.text import SpeculativeGenerator
 
     if spec == "lookup":
@@ -79,7 +82,7 @@ def local_drafter(spec: str, device: str | None = None):
             raise ValueError(f"{spec}: that pair has no draft model")
         local = SpeculativeGenerator.from_models(pair.models.draft, tokenizer=pair.tokenizer, drafter="ngram")
     else:
-        local = SpeculativeGenerator.from_pretrained(spec, drafter="ngram", device=device)
+        local = SpeculativeGenerator.from_pretrained(spec, drafter="ngram", device=device, dtype=dtype, invariant=False)
     return ModelDrafter(local), local.tokenizer
 
 
