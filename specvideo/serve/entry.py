@@ -28,7 +28,15 @@ from specvideo.serve.app import MAX_BODY_BYTES, _body_size, _error
 from specvideo.serve.editor import EDITOR_ROUTES
 from specvideo.serve.forwarding import prefix_key
 from specvideo.serve.protocol import APIError
-from specvideo.serve.replay import SEED_HEADER, STREAM_FORMATS, ReplayMismatch, Resumer, StreamLedger, not_reproducible, pin_seed
+from specvideo.serve.replay import (
+    SEED_HEADER,
+    STREAM_FORMATS,
+    ReplayMismatch,
+    Resumer,
+    StreamLedger,
+    not_reproducible,
+    pin_seed,
+)
 
 RETRIES = 2  # further replicas tried for a request whose replica died before answering
 REPLAY_PATIENCE_S = 60.0  # how long a replay waits for room in the replicas' queues

@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from specvideo.video.drafters import FlowConfig, FlowDrafter, make_drafter
-from specvideo.video.flownets import FLOW_NETS, load_flow_net
+from specvideo.video.flownets import FLOW_NETS, load_flow_net, wheels
 from specvideo.video.flownets.ifnet import IFNet
 from specvideo.video.flownets.spynet import SpyNet, spynet_state_dict
-from specvideo.video.flownets import wheels
 from specvideo.video.flownets.wheels import WheelFile
 from specvideo.video.verifier import HINTS, condition
 
