@@ -163,7 +163,8 @@ class Entry:
                 timed = True
                 self.metrics.delay.observe(time.monotonic() - lost)
                 self.metrics.resumed.inc()
-                asyncio.create_task(self._count_tokens(cut_text))
+                if cut_text:
+                    asyncio.create_task(self._count_tokens(cut_text))
             for frame in frames:
                 yield frame
         if resumer is None and ledger.frames.buffer.strip():  # an unterminated last event
