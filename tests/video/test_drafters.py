@@ -178,6 +178,7 @@ def test_make_drafter_builds_every_name():
         "learned": LearnedDrafter,
         "flow:spynet": FlowDrafter,
         "flow:rife": FlowDrafter,
+        "flow:gmflow": FlowDrafter,
     }
     assert make_drafter("flow:rife").config.flow_model == "rife"
     assert make_drafter("flow", flow_model="farneback", preset="fast").config == FlowConfig("farneback", "fast")
