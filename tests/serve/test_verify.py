@@ -177,3 +177,21 @@ def test_bench_edge_runs_both_modes_at_each_delay_and_reports(server, tmp_path, 
     rows = [line for line in table.splitlines() if line.startswith("| 0 ms") or line.startswith("| 5 ms")]
     assert len(rows) == 4 and all(line.endswith("| 2/2 |") for line in rows if "| edge |" in line)
     assert "## Text: drafting on the client, verifying on the server" in report.read_text()
+
+
+def test_a_round_drafted_while_the_last_was_in_flight_goes_out_when_the_guess_holds(server):
+    """A drafter that knows the answer: every round's draft and guess are accepted, so every round
+    after the first was drafted while the one before it was in flight, and a round yields k + 1."""
+    gen = server.engine.generator
+    prompt_ids = list(gen.tokenizer(PROMPT)["input_ids"])
+    full = prompt_ids + gen.generate([prompt_ids], max_new_tokens=20, temperature=0.0).token_ids[0]
+
+    class Oracle:
+        def draft(self, ids, k):
+            return full[len(ids) : len(ids) + k] if full[: len(ids)] == ids else []
+
+    client = EdgeClient(server.url, "tiny", Oracle(), tokenizer=gen.tokenizer, k=3)
+    text = "".join(client.stream(prompt=PROMPT, max_tokens=20, temperature=0))
+    assert text == own_answer(server, max_tokens=20, temperature=0)
+    s = client.stats
+    assert s.rounds == -(-s.tokens // 4) and s.pipelined == s.rounds - 1 >= 1 and s.accepted == s.drafted
