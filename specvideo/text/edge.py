@@ -113,6 +113,11 @@ class KChooser:
 
         return max(range(1, self.max_k + 1), key=rate)
 
+    def fits(self, n: int) -> bool:
+        """Whether drafting n tokens is expected to end before a round's answer comes back (so
+        drafting ahead costs nothing when the guess fails: it cannot be stopped midway)."""
+        return n * self.draft_s <= self.trip_s + self.server_s
+
     def update(self, checked: int, accepted: int, trip_s: float, server_s: float, draft_s: float) -> None:
         w = 0.3
         if checked:
@@ -169,7 +174,8 @@ class EdgeClient:
 
         Pipelined: while a round's request is in flight, the client drafts the next round as if the
         server accepted the whole draft and picked the drafter's own next token (the draft's one
-        extra token, ``guess``); when the answer is exactly that, the next round goes out at once."""
+        extra token, ``guess``), when that drafting is expected to end before the answer returns
+        (``KChooser.fits``); when the answer is exactly that, the next round goes out at once."""
         self.stats = stats = EdgeStats()
         chooser = KChooser(self.max_k, self.k)
         start = time.perf_counter()
@@ -189,9 +195,10 @@ class EdgeClient:
                 draft_s = time.perf_counter() - t0
                 request = link.submit(self._post, stats, "/v1/verify", {**body, "draft": draft})
                 ahead = None
-                if guess:  # draft the next round meanwhile
+                following = chooser.choose() + 1
+                if guess and chooser.fits(following):  # draft the next round meanwhile
                     assumed = ids + draft + guess
-                    ahead = (assumed, self._draft(assumed, chooser.choose() + 1))
+                    ahead = (assumed, self._draft(assumed, following))
                 answer, trip_s = request.result()
                 if answer is None:  # no /v1/verify here: the answer whole, streamed
                     yield from self._whole(stats, prompt, messages, settings, start)

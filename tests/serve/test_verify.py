@@ -195,3 +195,8 @@ def test_a_round_drafted_while_the_last_was_in_flight_goes_out_when_the_guess_ho
     assert text == own_answer(server, max_tokens=20, temperature=0)
     s = client.stats
     assert s.rounds == -(-s.tokens // 4) and s.pipelined == s.rounds - 1 >= 1 and s.accepted == s.drafted
+
+
+def test_drafting_ahead_only_when_it_ends_before_the_answer_returns():
+    chooser = KChooser(draft_s=0.04, trip_s=0.02, server_s=0.08)
+    assert chooser.fits(2) and not chooser.fits(3)
