@@ -13,8 +13,8 @@ completions), ``repeats`` times, side by side:
 
 Per mode and delay: tokens per second at the client (tokens over wall time, the median over runs,
 [min-max] of the per-repeat totals), the server's target forwards per generated token (plain
-decoding is 1.0), bytes sent and received per token, the mean k, the share of rounds drafted while
-the previous one was in flight, and whether every edge text equals the server's own answer.
+decoding is 1.0), bytes sent and received per token, the mean k, and whether every edge text equals
+the server's own answer.
 """
 
 from __future__ import annotations
@@ -62,8 +62,6 @@ class Row:
     bytes: list[int] = field(default_factory=list)
     ks: list[float] = field(default_factory=list)
     equal: list[bool] = field(default_factory=list)
-    rounds: list[int] = field(default_factory=list)
-    pipelined: list[int] = field(default_factory=list)
     totals: list[float] = field(default_factory=list)  # per repeat: all prompts' tokens over their time
 
     def summary(self) -> dict:
@@ -76,7 +74,6 @@ class Row:
             "bytes_per_token": sum(self.bytes) / tokens if tokens else None,
             "mean_k": statistics.mean(self.ks) if self.ks else None,
             "equal": f"{sum(self.equal)}/{len(self.equal)}" if self.equal else "-",
-            "pipelined": sum(self.pipelined) / sum(self.rounds) if sum(self.rounds) else None,
         }
 
 
@@ -139,7 +136,6 @@ def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
                 edge.tokens.append(s.tokens), edge.seconds.append(s.wall_s), edge.calls.append(s.target_calls)
                 edge.bytes.append(s.bytes_sent + s.bytes_received), edge.ks.append(statistics.mean(s.ks) if s.ks else 0)
                 edge.equal.append(mine == text)
-                edge.rounds.append(s.rounds), edge.pipelined.append(s.pipelined)
                 totals["edge"][0] += s.tokens
                 totals["edge"][1] += s.wall_s
             for row in (edge, own):
@@ -153,8 +149,8 @@ def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
 
 def to_markdown(rows: list[Row]) -> list[str]:
     lines = [
-        "| round trip added | mode | tok/s at the client (median) [min-max of repeats] | vs server | target forwards / token | bytes / token | mean k | rounds drafted in flight | text = server's |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| round trip added | mode | tok/s at the client (median) [min-max of repeats] | vs server | target forwards / token | bytes / token | mean k | text = server's |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     server = {r.delay_ms: r.summary() for r in rows if r.mode == "server"}
     for row in rows:
@@ -162,9 +158,8 @@ def to_markdown(rows: list[Row]) -> list[str]:
         base = server[row.delay_ms]["tokens_per_s"]
         ratio = f"{s['tokens_per_s'] / base:.2f}x" if base and s["tokens_per_s"] else "-"
         mean_k = "-" if s["mean_k"] is None else f"{s['mean_k']:.1f}"
-        ahead = "-" if s["pipelined"] is None else f"{s['pipelined']:.2f}"
         lines.append(
             f"| {row.delay_ms:g} ms | {row.mode} | {s['tokens_per_s']:.1f} [{s['spread'][0]:.1f}-{s['spread'][1]:.1f}] | {ratio} | "
-            f"{s['calls_per_token']:.2f} | {s['bytes_per_token']:.0f} | {mean_k} | {ahead} | {s['equal']} |"
+            f"{s['calls_per_token']:.2f} | {s['bytes_per_token']:.0f} | {mean_k} | {s['equal']} |"
         )
     return lines

@@ -10,10 +10,8 @@ by equality, so a draft only changes how many tokens a round yields.
 A round costs a round trip, the server's forward and the local draft, and yields on average
 (1 - a^(k+1)) / (1 - a) tokens at acceptance a per drafted token (the speculative-decoding sum, Leviathan et
 al. 2023), so ``KChooser`` picks each round's k from the measured round trip, per-token draft cost and
-acceptance: a longer round trip calls for longer drafts. While a round is in flight the client drafts
-the next one as if the whole draft and its own guess of the server's token were accepted, so when
-they are, drafting hides behind the round trip. A server without the route (404) is asked for the
-answer whole, streamed (``/v1/completions`` or ``/v1/chat/completions``).
+acceptance: a longer round trip calls for longer drafts. A server without the route (404) is asked
+for the answer whole, streamed (``/v1/completions`` or ``/v1/chat/completions``).
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
@@ -113,11 +110,6 @@ class KChooser:
 
         return max(range(1, self.max_k + 1), key=rate)
 
-    def fits(self, n: int) -> bool:
-        """Whether drafting n tokens is expected to end before a round's answer comes back (so
-        drafting ahead costs nothing when the guess fails: it cannot be stopped midway)."""
-        return n * self.draft_s <= self.trip_s + self.server_s
-
     def update(self, checked: int, accepted: int, trip_s: float, server_s: float, draft_s: float) -> None:
         w = 0.3
         if checked:
@@ -140,7 +132,6 @@ class EdgeStats:
     wall_s: float = 0.0
     first_s: float | None = None  # to the first text
     fallback: bool = False  # the server had no /v1/verify: answered whole
-    pipelined: int = 0  # rounds whose draft was made while the previous round was in flight
     ks: list[int] = field(default_factory=list)
 
     def summary(self) -> dict:
@@ -150,7 +141,6 @@ class EdgeStats:
             "acceptance": self.accepted / self.drafted if self.drafted else None,
             "target_calls_per_token": per(self.target_calls), "bytes_per_token": per(self.bytes_sent + self.bytes_received),
             "mean_k": sum(self.ks) / len(self.ks) if self.ks else None, "fallback": self.fallback,
-            "pipelined": self.pipelined / self.rounds if self.rounds else None,
         }
 
 
@@ -170,58 +160,37 @@ class EdgeClient:
         self.http.close()
 
     def stream(self, prompt: str | None = None, messages: list[dict] | None = None, **settings) -> Iterator[str]:
-        """The answer's text as rounds accept it. settings: max_tokens, temperature, top_p, seed, stop.
-
-        Pipelined: while a round's request is in flight, the client drafts the next round as if the
-        server accepted the whole draft and picked the drafter's own next token (the draft's one
-        extra token, ``guess``), when that drafting is expected to end before the answer returns
-        (``KChooser.fits``); when the answer is exactly that, the next round goes out at once."""
+        """The answer's text as rounds accept it. settings: max_tokens, temperature, top_p, seed, stop."""
         self.stats = stats = EdgeStats()
         chooser = KChooser(self.max_k, self.k)
         start = time.perf_counter()
         ids = self._local_ids(prompt, messages)
         body = {"model": self.model, **({"messages": messages} if messages is not None else {"prompt": prompt}), **settings}
-        ahead: tuple[list[int], list[int]] | None = None  # (the ids it assumed, its draft and guess)
-        with ThreadPoolExecutor(1) as link:
-            while True:
-                k = chooser.choose()
-                t0 = time.perf_counter()
-                if ahead is not None and ahead[0] == ids:
-                    proposal = ahead[1]
-                    stats.pipelined += 1
-                else:
-                    proposal = self._draft(ids, k + 1)
-                draft, guess = proposal[:k], proposal[k : k + 1]
-                draft_s = time.perf_counter() - t0
-                request = link.submit(self._post, stats, "/v1/verify", {**body, "draft": draft})
-                ahead = None
-                following = chooser.choose() + 1
-                if guess and chooser.fits(following):  # draft the next round meanwhile
-                    assumed = ids + draft + guess
-                    ahead = (assumed, self._draft(assumed, following))
-                answer, trip_s = request.result()
-                if answer is None:  # no /v1/verify here: the answer whole, streamed
-                    yield from self._whole(stats, prompt, messages, settings, start)
-                    return
-                ids = (ids or answer.get("prompt_ids", [])) + answer["tokens"]
-                server_s = answer["usage"].get("round_ms", 0.0) / 1e3
-                chooser.update(answer["checked"], answer["accepted"], max(0.0, trip_s - server_s), server_s, draft_s)
-                stats.rounds += 1
-                stats.ks.append(len(draft))
-                stats.drafted += answer["checked"]
-                stats.accepted += answer["accepted"]
-                stats.tokens = answer["position"]
-                stats.target_calls = answer["usage"]["target_calls"]
-                body = {"model": self.model, "session": answer["session"]}
-                if answer["text"]:
-                    stats.first_s = stats.first_s or time.perf_counter() - start
-                    yield answer["text"]
-                if answer["finished"]:
-                    stats.wall_s = time.perf_counter() - start
-                    return
-
-    def _draft(self, ids: list[int], n: int) -> list[int]:
-        return self.drafter.draft(ids, n) if self.drafter is not None and ids else []
+        while True:
+            k = chooser.choose()
+            t0 = time.perf_counter()
+            draft = self.drafter.draft(ids, k) if self.drafter is not None and ids else []
+            draft_s = time.perf_counter() - t0
+            answer, trip_s = self._post(stats, "/v1/verify", {**body, "draft": draft})
+            if answer is None:  # no /v1/verify here: the answer whole, streamed
+                yield from self._whole(stats, prompt, messages, settings, start)
+                return
+            ids = (ids or answer.get("prompt_ids", [])) + answer["tokens"]
+            server_s = answer["usage"].get("round_ms", 0.0) / 1e3
+            chooser.update(answer["checked"], answer["accepted"], max(0.0, trip_s - server_s), server_s, draft_s)
+            stats.rounds += 1
+            stats.ks.append(k)
+            stats.drafted += answer["checked"]
+            stats.accepted += answer["accepted"]
+            stats.tokens = answer["position"]
+            stats.target_calls = answer["usage"]["target_calls"]
+            body = {"model": self.model, "session": answer["session"]}
+            if answer["text"]:
+                stats.first_s = stats.first_s or time.perf_counter() - start
+                yield answer["text"]
+            if answer["finished"]:
+                stats.wall_s = time.perf_counter() - start
+                return
 
     def _local_ids(self, prompt, messages) -> list[int]:
         """The prompt's ids here, for a first draft (none without a tokenizer: the server sends them)."""

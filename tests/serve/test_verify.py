@@ -179,9 +179,8 @@ def test_bench_edge_runs_both_modes_at_each_delay_and_reports(server, tmp_path, 
     assert "## Text: drafting on the client, verifying on the server" in report.read_text()
 
 
-def test_a_round_drafted_while_the_last_was_in_flight_goes_out_when_the_guess_holds(server):
-    """A drafter that knows the answer: every round's draft and guess are accepted, so every round
-    after the first was drafted while the one before it was in flight, and a round yields k + 1."""
+
+def test_a_drafter_that_knows_the_answer_gets_k_plus_one_tokens_a_round(server):
     gen = server.engine.generator
     prompt_ids = list(gen.tokenizer(PROMPT)["input_ids"])
     full = prompt_ids + gen.generate([prompt_ids], max_new_tokens=20, temperature=0.0).token_ids[0]
@@ -194,9 +193,4 @@ def test_a_round_drafted_while_the_last_was_in_flight_goes_out_when_the_guess_ho
     text = "".join(client.stream(prompt=PROMPT, max_tokens=20, temperature=0))
     assert text == own_answer(server, max_tokens=20, temperature=0)
     s = client.stats
-    assert s.rounds == -(-s.tokens // 4) and s.pipelined == s.rounds - 1 >= 1 and s.accepted == s.drafted
-
-
-def test_drafting_ahead_only_when_it_ends_before_the_answer_returns():
-    chooser = KChooser(draft_s=0.04, trip_s=0.02, server_s=0.08)
-    assert chooser.fits(2) and not chooser.fits(3)
+    assert s.rounds == -(-s.tokens // 4) and s.accepted == s.drafted > 0 and s.target_calls == s.rounds
