@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from specvideo.serve.jobs import Answered, Failed, Job
 from specvideo.serve.protocol import MAX_STOP_SEQUENCES, APIError, Message, new_id
 from specvideo.serve.requests import job_events, submit
-from specvideo.text.run import RowRequest, first_stop, shown_length
+from specvideo.text.run import RowRequest, cut_at_stop, shown_length
 from specvideo.text.sampling import SamplingConfig
 
 MAX_DRAFT = 32  # draft tokens one round may send
@@ -239,9 +239,9 @@ def _text(session: Session, tokenizer, checked) -> tuple[str, bool, bool]:
     """The new text piece, and whether the answer ended (and by a stop: an end id or string)."""
     final, eos = checked.finished, checked.eos
     text = tokenizer.decode(session.row.outputs, skip_special_tokens=True)
-    stop = first_stop(text, session.stops)
-    if stop is not None:
-        text, final, eos = text[: stop[0]], True, True
+    text, stopped = cut_at_stop(text, session.stops)
+    if stopped:
+        final, eos = True, True
     if not final:
         text = text.rstrip("\ufffd")  # a multi-byte character still arriving
     visible = text[: max(len(session.sent), shown_length(text, session.stops, final))]

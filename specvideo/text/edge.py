@@ -140,7 +140,7 @@ class EdgeStats:
             "tokens": self.tokens, "rounds": self.rounds, "tokens_per_s": self.tokens / self.wall_s if self.wall_s else None,
             "acceptance": self.accepted / self.drafted if self.drafted else None,
             "target_calls_per_token": per(self.target_calls), "bytes_per_token": per(self.bytes_sent + self.bytes_received),
-            "mean_k": sum(self.ks) / len(self.ks) if self.ks else None, "fallback": self.fallback,
+            "mean_k": sum(self.ks) / len(self.ks) if self.ks else None, "fallback": self.fallback, "first_s": self.first_s,
         }
 
 

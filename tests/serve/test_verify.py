@@ -65,6 +65,7 @@ def test_the_clients_text_is_the_servers_own_answer_whatever_it_drafts(server, s
         assert text == answer.choices[0].text and answer.usage.completion_tokens > 8, (type(drafter).__name__, k)
         stats = client.stats.summary()
         assert stats["tokens"] == answer.usage.completion_tokens and client.stats.rounds >= 1 and not stats["fallback"]
+        assert 0 < stats["first_s"] <= client.stats.wall_s
         if drafter is None:  # nothing drafted: one forward per token, as plain decoding
             assert client.stats.target_calls == client.stats.rounds
 
@@ -194,3 +195,12 @@ def test_a_drafter_that_knows_the_answer_gets_k_plus_one_tokens_a_round(server):
     assert text == own_answer(server, max_tokens=20, temperature=0)
     s = client.stats
     assert s.rounds == -(-s.tokens // 4) and s.accepted == s.drafted > 0 and s.target_calls == s.rounds
+
+
+def test_a_stop_string_ends_the_answer_where_the_servers_own_ends(server):
+    whole = own_answer(server, max_tokens=24, temperature=0)
+    stop = whole[6:8]  # a string the greedy answer reaches
+    expected = own(server, max_tokens=24, temperature=0, stop=[stop])
+    client = EdgeClient(server.url, "tiny", LookupDrafter())
+    text = "".join(client.stream(prompt=PROMPT, max_tokens=24, temperature=0, stop=[stop]))
+    assert text == expected.choices[0].text == whole[: whole.index(stop)] and stop not in text
