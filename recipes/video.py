@@ -286,6 +286,7 @@ def export(
         residual=prediction == "x0",
         context_noise_level=context_noise_level,
         check_hint=check_hint,
+        confidence=unet.config.in_channels % 3 == 1,  # a UNet trained with the confidence channel
     )
     pipe = SpeculativeVideoPipeline(verifier, LearnedDrafter(predictor) if predictor else None)
     pipe.save_pretrained(cfg.out, default_drafter=drafter)

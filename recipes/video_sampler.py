@@ -64,8 +64,10 @@ from specvideo.video.verifier import (
     default_scheduler,
     hint_drafter,
     hint_free,
+    hint_with_confidence,
     make_scheduler,
     predict_x0,
+    widen_for_confidence,
 )
 
 EVAL_TIMESTEPS = (50, 200, 400, 600, 800, 999)
@@ -86,6 +88,9 @@ class SamplerConfig:
     # the hint's flow (specvideo.video.verifier.HINTS): "flow" (OpenCV DIS, the drafter's own) or a
     # pretrained network's, "flow:spynet" / "flow:rife" (#65: the target's motion is not the drafter's)
     hint: str = "flow"
+    # the hint's confidence map on a channel and the residual gated by it (x0 = hint + (1 - c) UNet;
+    # DiffusionVerifier(confidence=True)): an x0 UNet without the channel gets it, zero-initialised
+    confidence: bool = False
     # frames read every s-th, s drawn per clip with these weights (#65: fast motion, where flow breaks)
     frame_steps: tuple[int, ...] = (1,)
     frame_step_weights: tuple[float, ...] = (1.0,)
@@ -142,7 +147,10 @@ def with_noise_level_embedding(unet: UNet2DModel) -> UNet2DModel:
 
 def initial_unet(cfg: SamplerConfig) -> UNet2DModel:
     path = Path(cfg.init) if cfg.init else shipped("video", "unet")
-    return with_noise_level_embedding(UNet2DModel.from_pretrained(path).float())
+    unet = with_noise_level_embedding(UNet2DModel.from_pretrained(path).float())
+    if cfg.confidence and unet.config.in_channels % 3 == 0:  # no confidence channel yet
+        return widen_for_confidence(unet)
+    return unet
 
 
 # ---------------------------------------------------------------- data
@@ -202,30 +210,31 @@ def noisy_condition(
     noise: torch.Tensor,
     hint_scale: torch.Tensor,
     hint: str = "flow",
+    confidence: bool = False,
 ) -> torch.Tensor:
-    """(B, P, 3, H, W) clean context -> (B, 3P + 3, H, W): the frames noised to levels t_c (B,) with
-    ``noise`` (B, P, 3, H, W), then the flow extrapolation (``hint``'s flow) of the clean frames with
-    its velocity scaled by ``hint_scale`` (B,) (1 = the verifier's own hint)."""
-    flow = hint_drafter(hint)
-    velocity = flow.velocity(window[:, -2], window[:, -1]).to(window.device)  # (B, 2, H, W)
-    velocity = velocity * hint_scale.to(window.device)[:, None, None, None]
-    hint = flow.extrapolate(window[:, -1].float(), velocity, flow.splat_weight(velocity))  # (B, 3, H, W)
+    """(B, P, 3, H, W) clean context -> (B, 3P [+ 1] + 3, H, W): the frames noised to levels t_c (B,)
+    with ``noise`` (B, P, 3, H, W), then (with ``confidence``) the hint's confidence map, then the
+    flow extrapolation (``hint``'s flow) of the clean frames with its velocity scaled by
+    ``hint_scale`` (B,) (1 = the verifier's own hint; the confidence judges the scaled motion)."""
+    certainty, hint = hint_with_confidence(hint_drafter(hint), window, hint_scale)  # (B, 1 / 3, H, W)
     P = window.shape[1]
     levels = t_c.repeat_interleave(P)  # (B P,)
     frames = rearrange(window, "b p c h w -> (b p) c h w")
     noised = scheduler.add_noise(frames, rearrange(noise, "b p c h w -> (b p) c h w"), levels)
     noised = rearrange(noised, "(b p) c h w -> b (p c) h w", p=P)  # (B, 3P, H, W)
-    return torch.cat([noised, hint.to(noised.dtype)], dim=1)
+    extra = [certainty.to(noised.dtype)] if confidence else []
+    return torch.cat([noised, *extra, hint.to(noised.dtype)], dim=1)
 
 
 PREDICTIONS = {"x0": "sample", "v": "v_prediction"}  # SamplerConfig.prediction -> the scheduler's
 
 
-def model_x0(unet, scheduler, x_t, cond, t, t_c, prediction: str) -> torch.Tensor:
+def model_x0(unet, scheduler, x_t, cond, t, t_c, prediction: str, confidence: bool = False) -> torch.Tensor:
     """The UNet's x0 estimate (B, 3, H, W) of noisy frames x_t at levels t (B,): the residual over
-    the hint (``prediction="x0"``), or x0 = sqrt(a) x_t - sqrt(1 - a) v from a v-prediction."""
+    the hint (``prediction="x0"``; gated by the confidence map with ``confidence``), or
+    x0 = sqrt(a) x_t - sqrt(1 - a) v from a v-prediction."""
     if prediction == "x0":
-        return predict_x0(unet, x_t, cond, t, residual=True, class_labels=t_c)
+        return predict_x0(unet, x_t, cond, t, residual=True, class_labels=t_c, confidence=confidence)
     v = unet(torch.cat([x_t, cond], dim=1), t, class_labels=t_c).sample  # (B, 3, H, W)
     alpha = scheduler.alphas_cumprod.to(x_t.device)[t][:, None, None, None]
     return alpha.sqrt() * x_t - (1 - alpha).sqrt() * v
@@ -243,12 +252,18 @@ def clip_frames(cfg: SamplerConfig) -> int:
 
 @torch.no_grad()
 def sample_rollout(
-    unet, context: torch.Tensor, num_frames: int, num_steps: int, generator: torch.Generator, hint: str = "flow"
+    unet,
+    context: torch.Tensor,
+    num_frames: int,
+    num_steps: int,
+    generator: torch.Generator,
+    hint: str = "flow",
+    confidence: bool = False,
 ) -> torch.Tensor:
     """(B, P, 3, H, W) context -> (B, P + R, 3, H, W): the context, then R = ``num_frames`` frames the
     model samples one after the other, each conditioned on the P before it (DDPM, N steps, t_c 0)."""
     P = context.shape[1]
-    verifier = DiffusionVerifier(unet, make_scheduler("ddpm"), hint=hint, residual=True)
+    verifier = DiffusionVerifier(unet, make_scheduler("ddpm"), hint=hint, residual=True, confidence=confidence)
     sequence = list(context.unbind(1))  # P x (B, 3, H, W)
     for _ in range(num_frames):
         window = torch.stack(sequence[-P:], dim=1)  # (B, P, 3, H, W)
@@ -262,7 +277,9 @@ def rollout_context(unet, clips: torch.Tensor, rng: np.random.Generator, cfg: Sa
     R frames the model samples (N drawn from ``cfg.rollout_steps``), as plain tensors for autograd."""
     generator = torch.Generator().manual_seed(int(rng.integers(2**31)))
     N, training = int(rng.choice(cfg.rollout_steps)), unet.training
-    frames = sample_rollout(unet, clips[:, : cfg.context_frames], cfg.rollout_frames, N, generator, cfg.hint)
+    frames = sample_rollout(
+        unet, clips[:, : cfg.context_frames], cfg.rollout_frames, N, generator, cfg.hint, cfg.confidence
+    )
     unet.train(training)  # the verifier put it in eval mode
     return frames[:, -cfg.context_frames :].clone()
 
@@ -290,14 +307,20 @@ def sampler_loss(
     t_c = torch.from_numpy(rng.integers(0, cfg.context_noise_max + 1, B)).to(dev)
     scale = np.where(rng.random(B) < cfg.hint_aug_share, rng.uniform(*cfg.hint_scale, B), 1.0)
     cond = noisy_condition(
-        scheduler, clips[:, :-1], t_c, normal(clips[:, :-1].shape), torch.from_numpy(scale.astype(np.float32)), cfg.hint
+        scheduler,
+        clips[:, :-1],
+        t_c,
+        normal(clips[:, :-1].shape),
+        torch.from_numpy(scale.astype(np.float32)),
+        cfg.hint,
+        cfg.confidence,
     )
     if cfg.hint_dropout:
         cond = drop_hint(cond, cfg.hint_dropout, rng)
     x0 = clips[:, -1]  # (B, 3, H, W)
     x_t = scheduler.add_noise(x0, normal(x0.shape), t)
     with alignment.capture(unet) if alignment is not None else contextlib.nullcontext():
-        pred = model_x0(unet, scheduler, x_t, cond, t, t_c, cfg.prediction)  # (B, 3, H, W)
+        pred = model_x0(unet, scheduler, x_t, cond, t, t_c, cfg.prediction, cfg.confidence)  # (B, 3, H, W)
         hidden = alignment.captured if alignment is not None else None  # (B, 128, H/8, W/8)
     per_sample = F.mse_loss(pred, x0, reduction="none").mean(dim=(1, 2, 3))  # (B,)
     loss = (loss_weight(scheduler, t, cfg.snr_gamma) * per_sample).mean()
@@ -328,17 +351,24 @@ def evaluate_sampler(unet: UNet2DModel, clips: torch.Tensor, cfg: SamplerConfig)
     noise = torch.randn(clips[:, P].shape, generator=g).to(clips.device)
     ctx_noise = torch.randn(clips[:, :P].shape, generator=g).to(clips.device)
     t_c = torch.full((len(clips),), cfg.eval_context_noise, device=clips.device)
-    cond = noisy_condition(scheduler, clips[:, :P], t_c, ctx_noise, torch.ones(len(clips)), cfg.hint)
+    cond = noisy_condition(
+        scheduler, clips[:, :P], t_c, ctx_noise, torch.ones(len(clips)), cfg.hint, cfg.confidence
+    )
     truth, record = clips[:, P], {}
     losses = []
     for t in EVAL_TIMESTEPS:
         tt = torch.full((len(clips),), t, device=clips.device)
-        pred = model_x0(unet, scheduler, scheduler.add_noise(truth, noise, tt), cond, tt, t_c, cfg.prediction)
+        x_t = scheduler.add_noise(truth, noise, tt)
+        pred = model_x0(unet, scheduler, x_t, cond, tt, t_c, cfg.prediction, cfg.confidence)
         losses.append(F.mse_loss(pred, truth).item())
     record["tuning_x0_mse"] = round(float(np.mean(losses)), 5)
     record.update(check_ranks(unet, scheduler, clips, cond, noise, t_c, cfg))
     verifier = DiffusionVerifier(
-        unet, default_scheduler(PREDICTIONS[cfg.prediction]), hint=cfg.hint, residual=cfg.prediction == "x0"
+        unet,
+        default_scheduler(PREDICTIONS[cfg.prediction]),
+        hint=cfg.hint,
+        residual=cfg.prediction == "x0",
+        confidence=cfg.confidence,
     )
     for N in cfg.eval_steps:
         frames = verifier.generate(cond, N, noise, context_noise_level=t_c)
@@ -372,7 +402,8 @@ def check_ranks(unet, scheduler, clips, cond, noise, t_c, cfg: SamplerConfig) ->
         tt = torch.full((len(clips),), t, device=clips.device)
 
         def error(x, tt=tt):
-            x0 = model_x0(unet, scheduler, scheduler.add_noise(x, noise, tt), free, tt, t_c, cfg.prediction)
+            x_t = scheduler.add_noise(x, noise, tt)
+            x0 = model_x0(unet, scheduler, x_t, free, tt, t_c, cfg.prediction, cfg.confidence)
             return (x0.clamp(-1, 1) - x).pow(2).mean(dim=(1, 2, 3))  # (B,)
 
         true = error(truth)
@@ -386,7 +417,8 @@ def evaluate_rollout(unet: UNet2DModel, clips: torch.Tensor, cfg: SamplerConfig)
     """Drift: a target-only rollout of ``eval_rollout`` frames (DDPM, N = max(eval_steps), seed 0)
     from the true context; SSIM and sharpness of its last frame against the truth's."""
     n, P, N = cfg.eval_sequences, cfg.context_frames, max(cfg.eval_steps)
-    frames = sample_rollout(unet, clips[:, :P], cfg.eval_rollout, N, torch.Generator().manual_seed(0))
+    generator = torch.Generator().manual_seed(0)
+    frames = sample_rollout(unet, clips[:, :P], cfg.eval_rollout, N, generator, cfg.hint, cfg.confidence)
     last, truth, record = frames[:, -1], clips[:, P + cfg.eval_rollout - 1], {}
     for split, sl in (("synthetic", slice(0, n)), ("real", slice(n, None))):
         record[f"{split}_rollout_ssim"] = round(ssim(last[sl], truth[sl], data_range=2.0).mean().item(), 4)

@@ -235,6 +235,11 @@ def _add_train_sampler(kinds) -> None:
     )
     v.add_argument("--hint", default=d.hint, choices=HINTS[1:], help="the hint's flow: flow (OpenCV DIS) or flow:<pretrained net>")
     v.add_argument(
+        "--confidence",
+        action="store_true",
+        help="the hint's confidence map on a channel, the residual gated by it (x0 = hint + (1 - c) UNet)",
+    )
+    v.add_argument(
         "--frame-steps", metavar="LIST", type=ints, default=d.frame_steps,
         help="clips read every s-th frame, s drawn from this list (2-4: fast motion)",
     )
@@ -310,6 +315,8 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
             and sum(args.frame_step_weights) > 0,
         ),
     )
+    if args.confidence and args.prediction != "x0":
+        raise ValueError("--confidence gates the residual x0 = hint + (1 - c) UNet: use it with --prediction x0")
     if args.prediction != "x0" and (args.rollout_share or args.eval_rollout):
         raise ValueError("--rollout-share and --eval-rollout sample with the residual x0 model: use them with --prediction x0")
     cfg = replace(
@@ -320,7 +327,7 @@ def _run_train_sampler(args: argparse.Namespace) -> int:
         **{k: getattr(args, k) for k in ("rollout_share", "rollout_frames", "eval_rollout")},
         prediction=args.prediction,
         hint_dropout=args.hint_dropout,
-        **{k: getattr(args, k) for k in ("hint", "frame_steps", "frame_step_weights")},
+        **{k: getattr(args, k) for k in ("hint", "confidence", "frame_steps", "frame_step_weights")},
         repa_weight=args.repa_weight,
         perceptual_weight=args.perceptual_weight,
         **{k: getattr(args, k) for k in ("max_minutes", "eval_every", "threads", "seed", "device")},

@@ -195,6 +195,24 @@ class FlowDrafter(FrameDrafter):
         top = speed.amax(dim=(-2, -1), keepdim=True)  # (B, 1, 1, 1)
         return torch.exp((self.config.sharpness * (speed - top)).clamp(min=-50.0))
 
+    def confidence(
+        self, previous: torch.Tensor, last: torch.Tensor, velocity: torch.Tensor, weight: torch.Tensor
+    ) -> torch.Tensor:
+        """(B, 1, H, W) in [0, 1]: how far to trust ``extrapolate(last, velocity, weight)``, per pixel
+        of the extrapolated frame. A pixel p of ``last`` moving by v(p) came from p - v(p) in
+        ``previous``; the forward flow f (``previous`` -> ``last``) there should be v(p) again. The
+        forward-backward test of occlusion-aware flow (Meister et al., UnFlow, 2018), made soft:
+        exp(-|f(p - v) - v|^2 / (0.01 (|v|^2 + |f|^2) + 0.5)) per source pixel, splatted along v
+        like the pixels themselves, times the splat's coverage (0 where nothing lands: disocclusion).
+        A velocity scaled away from the true motion (a copy, a doubled step) scores low where things move."""
+        forward = -self.velocity(last, previous).to(velocity.device)  # (B, 2, H, W) on previous's grid
+        back = backward_warp(forward, velocity)  # (B, 2, H, W): f(p - v(p))
+        error = (back - velocity).pow(2).sum(dim=1, keepdim=True)  # (B, 1, H, W)
+        scale = 0.01 * (velocity.pow(2).sum(dim=1, keepdim=True) + back.pow(2).sum(dim=1, keepdim=True)) + 0.5
+        agree = torch.exp(-error / scale)  # (B, 1, H, W) on last's grid
+        landed, coverage = forward_splat(agree, velocity, weight)  # (B, 1, H, W) each, on the next frame's grid
+        return (landed * coverage.clamp(max=1.0)).clamp(0.0, 1.0)
+
     def extrapolate(
         self, frame: torch.Tensor, displacement: torch.Tensor, weight: torch.Tensor
     ) -> torch.Tensor:

@@ -282,6 +282,7 @@ class SpeculativeVideoPipeline:
                 "residual": self.verifier.residual,
                 "context_noise_level": self.verifier.context_noise_level,
                 "check_hint": self.verifier.check_hint,
+                "confidence": self.verifier.confidence,
             }
             (tmp / "model_index.json").write_text(json.dumps(index, indent=2))
 
@@ -326,6 +327,7 @@ class SpeculativeVideoPipeline:
                 bool(index.get("residual")),
                 index.get("context_noise_level", 0),
                 index.get("check_hint", True),
+                bool(index.get("confidence", False)),
             ),
         )
         check = path / "check"

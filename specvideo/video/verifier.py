@@ -13,6 +13,12 @@ The noise maths stay in the scheduler; this class only orchestrates and counts U
 warp: x0 = hint + UNet(x_t, condition, t). With the UNet's output layer zero-initialised
 (``make_residual``) the untrained verifier returns the flow extrapolation exactly, so training only
 learns what flow gets wrong, and a draft's score measures how much correction it needs.
+
+``confidence=True`` (a residual verifier) also gives the UNet the hint's confidence map c
+(``FlowDrafter.confidence``: forward-backward agreement of the flow, 0 at disocclusions) on one
+channel before the hint, ``in_channels == 3 * (P + 2) + 1``, and gates the correction by it:
+x0 = hint + (1 - c) * UNet(...). Where the pretrained flow is sure of itself the target keeps its
+warp; the UNet draws only where the warp cannot be trusted.
 """
 
 from __future__ import annotations
@@ -79,14 +85,20 @@ class DiffusionVerifier:
         residual: bool = False,
         context_noise_level: int = 0,
         check_hint: bool = True,
+        confidence: bool = False,
     ):
         if hint not in HINTS:
             raise ValueError(f"hint must be one of {HINTS}, got {hint!r}")
+        if confidence and not (hint and residual):
+            raise ValueError("confidence=True gates a residual over the hint: it needs a hint and residual=True")
         extra = 1 if hint else 0  # hint frames on the channels
-        in_channels = unet.config.in_channels
+        in_channels = unet.config.in_channels - int(confidence)  # the confidence map's channel
         if in_channels % 3 or in_channels < 3 * (2 + extra):
             needs = "3 * (P + 2)" if hint else "3 * (P + 1)"
-            raise ValueError(f"the verifier UNet needs in_channels = {needs} with P >= 1, got {in_channels}")
+            needs += " + 1" if confidence else ""
+            raise ValueError(
+                f"the verifier UNet needs in_channels = {needs} with P >= 1, got {unet.config.in_channels}"
+            )
         P = in_channels // 3 - 1 - extra
         if num_context_frames is not None and num_context_frames != P:
             raise ValueError(
@@ -113,6 +125,7 @@ class DiffusionVerifier:
         self._noiser = DDPMScheduler.from_config(self.scheduler.config)
         self.hint = hint
         self.residual = residual
+        self.confidence = confidence
         if not check_hint and (hint is None or residual):
             raise ValueError(
                 "check_hint=False scores drafts on the hint-free branch (the hint's channels zeroed): it needs "
@@ -153,7 +166,7 @@ class DiffusionVerifier:
         ``context_noise_level`` > 0 and ``context_noise`` (N, P, 3, H, W), the frames on the channels
         are noised to that level (the scheduler's ``add_noise``), as in training against drift; the
         hint is computed from the clean frames."""
-        cond = condition(window, self.hint)  # (N, C, H, W)
+        cond = condition(window, self.hint, self.confidence)  # (N, C, H, W)
         if not (self.takes_context_noise and self.context_noise_level and context_noise is not None):
             return cond
         P = window.shape[1]
@@ -225,6 +238,7 @@ class DiffusionVerifier:
                 t.to(self.device),
                 self.residual,
                 None if labels is None else labels.repeat(L),
+                self.confidence,
             ).float()  # (L * N, 3, H, W)
         self.unet_evals += N * L
         self.unet_passes += 1
@@ -264,7 +278,9 @@ class DiffusionVerifier:
         for t in timesteps:
             model_input = self.scheduler.scale_model_input(sample, t).to(dtype)
             with self._autocast():
-                output = predict_x0(self.unet, model_input, cond, t, self.residual, labels).float()  # (N, 3, H, W)
+                output = predict_x0(
+                    self.unet, model_input, cond, t, self.residual, labels, self.confidence
+                ).float()  # (N, 3, H, W)  # (N, 3, H, W)
             self.unet_evals += sample.shape[0]
             self.unet_passes += 1
             kwargs = {"generator": generator} if self._step_takes_generator else {}
@@ -303,12 +319,21 @@ class DiffusionVerifier:
 
 
 def predict_x0(
-    unet: UNet2DModel, sample: torch.Tensor, cond: torch.Tensor, t, residual: bool = False, class_labels=None
+    unet: UNet2DModel,
+    sample: torch.Tensor,
+    cond: torch.Tensor,
+    t,
+    residual: bool = False,
+    class_labels=None,
+    confidence: bool = False,
 ) -> torch.Tensor:
     """The UNet's output for (N, 3, H, W) ``sample`` given (N, C, H, W) ``cond``; a residual UNet's
-    output is added to the hint (the last 3 condition channels). ``class_labels`` (N,): the context
-    noise level of a UNet trained with noisy context (``class_embed_type="timestep"``)."""
+    output is added to the hint (the last 3 condition channels), gated by 1 - c with ``confidence``
+    (c: the channel before the hint). ``class_labels`` (N,): the context noise level of a UNet
+    trained with noisy context (``class_embed_type="timestep"``)."""
     output = unet(torch.cat([sample, cond], dim=1), t, class_labels=class_labels).sample  # (N, 3, H, W)
+    if confidence:
+        output = (1 - cond[:, -4:-3]) * output  # (N, 3, H, W): no correction where c = 1
     return output + cond[:, -3:] if residual else output
 
 
@@ -328,22 +353,59 @@ def make_residual(unet: UNet2DModel) -> UNet2DModel:
     return unet
 
 
-def condition(window: torch.Tensor, hint: str | None) -> torch.Tensor:
-    """(N, P, 3, H, W) context windows, oldest first -> (N, 3P [+ 3], H, W): the frames on channels,
-    then the hint (``"flow"``: the flow drafter's extrapolation of the window one frame ahead;
-    ``"flow:spynet"``, ``"flow:rife"``, ``"flow:gmflow"``: the same along that pretrained network's flow)."""
+def condition(window: torch.Tensor, hint: str | None, confidence: bool = False) -> torch.Tensor:
+    """(N, P, 3, H, W) context windows, oldest first -> (N, 3P [+ 1] [+ 3], H, W): the frames on
+    channels, then the hint's confidence map if asked (``FlowDrafter.confidence``), then the hint
+    (``"flow"``: the flow drafter's extrapolation of the window one frame ahead; ``"flow:spynet"``,
+    ``"flow:rife"``, ``"flow:gmflow"``: the same along that pretrained network's flow)."""
     cond = rearrange(window, "n p c h w -> n (p c) h w")  # (N, 3P, H, W)
     if hint is None:
         return cond
     if hint not in HINTS:
         raise ValueError(f"hint must be one of {HINTS}, got {hint!r}")
-    extrapolated = hint_drafter(hint).propose(window, 1)[:, 0]  # (N, 3, H, W)
-    return torch.cat([cond, extrapolated.to(cond.dtype)], dim=1)  # (N, 3P + 3, H, W)
+    if not confidence:
+        extrapolated = hint_drafter(hint).propose(window, 1)[:, 0]  # (N, 3, H, W)
+        return torch.cat([cond, extrapolated.to(cond.dtype)], dim=1)  # (N, 3P + 3, H, W)
+    if window.shape[1] < 2:
+        raise ValueError(f"a confidence map needs two context frames, got {window.shape[1]}")
+    return torch.cat([cond, *hint_with_confidence(hint_drafter(hint), window)], dim=1)  # (N, 3P + 4, H, W)
+
+
+def hint_with_confidence(
+    flow: FlowDrafter, window: torch.Tensor, scale: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N, P, 3, H, W) -> the confidence (N, 1, H, W) and the hint (N, 3, H, W): the last frame moved one
+    step along ``flow``'s velocity, times ``scale`` (N,) if given (training's hint augmentation)."""
+    with torch.no_grad():
+        previous, last = window[:, -2].float(), window[:, -1].float()
+        velocity = flow.velocity(previous, last).to(last.device)  # (N, 2, H, W)
+        if scale is not None:
+            velocity = velocity * scale.to(last.device)[:, None, None, None]
+        weight = flow.splat_weight(velocity)  # (N, 1, H, W)
+        hint = flow.extrapolate(last, velocity, weight)  # (N, 3, H, W)
+        confidence = flow.confidence(previous, last, velocity, weight)  # (N, 1, H, W)
+    return confidence.to(window.dtype), hint.to(window.dtype)
 
 
 def hint_drafter(hint: str) -> FlowDrafter:
     """The flow drafter that makes the hint ``hint`` ("flow" or "flow:<net>")."""
     return FlowDrafter(FlowConfig(flow_model=hint.partition(":")[2] or "dis"))
+
+
+def widen_for_confidence(unet: UNet2DModel) -> UNet2DModel:
+    """A copy of a residual hint UNet with one more input channel, the confidence map's, just before
+    the hint's three, its first-layer weights zero: the UNet computes what ``unet`` computes (the
+    gate (1 - c) in ``predict_x0`` is what changes)."""
+    # without the private keys: "_use_default_values" would reset what the config names to defaults
+    config = {k: v for k, v in unet.config.items() if not k.startswith("_")}
+    wide = UNet2DModel.from_config({**config, "in_channels": unet.config.in_channels + 1})
+    wide = wide.to(unet.device, unet.dtype)
+    state = unet.state_dict()
+    weight = state["conv_in.weight"]  # (C_out, C_in, 3, 3)
+    zero = weight.new_zeros(weight.shape[0], 1, *weight.shape[2:])
+    state["conv_in.weight"] = torch.cat([weight[:, :-3], zero, weight[:, -3:]], dim=1)
+    wide.load_state_dict(state)
+    return wide
 
 
 def widen_for_hint(unet: UNet2DModel) -> UNet2DModel:

@@ -317,3 +317,24 @@ def test_repa_and_perceptual_terms_train_the_projection_and_resume_it(tmp_path, 
         "projector.0.weight"
     ]
     torch.testing.assert_close(seeded["aux"]["projector.0.weight"], last, atol=1e-3, rtol=1e-2)
+
+
+def test_a_gated_sampler_widens_its_init_trains_with_the_confidence_and_exports_it(tmp_path):
+    """--confidence: the init UNet gets the confidence channel (zero-initialised), training and the
+    rollout condition on it, and the export's verifier gates its residual by it."""
+    from recipes.video import VideoTrainConfig, export
+    from specvideo.video.pipeline import SpeculativeVideoPipeline
+
+    init = tmp_path / "init"
+    hinted().save_pretrained(init)
+    result = vs.train_sampler(tiny_cfg(tmp_path, init, steps=1, eval_every=1, confidence=True))
+    assert np.isfinite(result["loss"]) and np.isfinite(result["tuning_x0_mse"])
+    unet = vs.UNet2DModel.from_pretrained(tmp_path / "work/sampler/ema_unet")
+    assert unet.config.in_channels == hinted().config.in_channels + 1
+    out = export(VideoTrainConfig(work=str(tmp_path / "work"), out=str(tmp_path / "out"), grid_frames=0))
+    pipe = SpeculativeVideoPipeline.from_pretrained(out)
+    assert pipe.verifier.confidence and pipe.verifier.residual
+    scheduler = default_scheduler()
+    window = torch.rand(2, P, 3, 16, 16) * 2 - 1
+    cond = vs.noisy_condition(scheduler, window, torch.tensor([0, 0]), torch.randn_like(window), torch.ones(2), "flow", True)
+    assert cond.shape[1] == 3 * P + 4 and 0 <= cond[:, 3 * P].min() and cond[:, 3 * P].max() <= 1
