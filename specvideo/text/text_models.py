@@ -86,12 +86,12 @@ class TextModels:
         before a quantised target runner frees the dense weights they are made from."""
         if isinstance(draft, DraftHead):
             draft, head, head_ranking = None, draft, head_ranking or draft_ranking
-        self.device = torch.device(device) if device is not None else target.device
+        self.device = torch.device(device) if device is not None else _device_of(target)
         released = getattr(target, "specvideo_released", False)  # quantised copies run it (quant.release_layers)
         self.target = (target if released else target.to(self.device)).eval()
         self.tokenizer = tokenizer
-        self.draft = draft.to(self.device).eval() if draft is not None else None
-        self.head = head.to(self.device).eval() if head is not None else None
+        self.draft = _place(draft, self.device).eval() if draft is not None else None
+        self.head = _place(head, self.device).eval() if head is not None else None
         if self.draft is not None:
             check_vocab(self.target, self.draft, tokenizer, draft_tokenizer)
         self.draft_ranking, self.head_ranking, self.drafter = draft_ranking, head_ranking, drafter
@@ -117,7 +117,7 @@ class TextModels:
 
     def add_head(self, head: DraftHead, ranking: list[int] | None = None) -> None:
         """Add a draft head on this target's features (and its token ranking) to what is loaded."""
-        self.head, self.head_ranking = head.to(self.device).eval(), ranking
+        self.head, self.head_ranking = _place(head, self.device).eval(), ranking
 
     def _target_runner(self, lean_target) -> PreTrainedModel | LeanLlama:
         """What runs the target's forwards: ``lean_target`` itself when it is a LeanLlama of the
@@ -174,7 +174,9 @@ class TextModels:
             if spec.copy:
                 self._runners[key] = LeanLlama(self.target, vocab, weights=spec.copy)
             elif isinstance(model, DraftHead):  # one layer over [embedding, feature]
-                self._runners[key] = LeanLlama(model.llama, vocab, fc=model.fc)
+                # a target read from its GGUF file as it is has no dense tables: the head reads its runner's
+                tables = self.target_runner if model.llama.get_input_embeddings().weight.is_meta else None
+                self._runners[key] = LeanLlama(model.llama, vocab, fc=model.fc, tables=tables)
             else:
                 self._runners[key] = LeanLlama(model, vocab)
         return self._runners[key]
@@ -241,6 +243,7 @@ class TextModels:
         loads). drafter: the drafter the models are for (it picks the default pair's draft model
         or head); kwargs: the constructor's (lean_target, packed, invariant)."""
         from specvideo.text.config import TREE_DRAFTERS
+        from specvideo.text.models.gguf import is_metadata_dir, load_gguf_target
         from specvideo.text.models.names import default_format, is_named, pair_draft, resolve_model
 
         device = device or "cpu"
@@ -255,18 +258,18 @@ class TextModels:
         default = target is None
         torch_dtype = resolve_dtype(dtype, device, exact, architecture="llama" if default else model_type(target))
         if default:
-            target = str(smollm2_dir(dtype_name(torch_dtype)))
+            target = str(smollm2_dir(dtype_name(torch_dtype), gguf_blocks=dtype == "gguf"))
             drafter = drafter or ("ngram" if draft is None else None)
             kwargs.setdefault("lean_target", True)
             needs = spec_of(drafter).needs if drafter else "draft"
             if draft is None and needs:  # the model that drafter runs
                 draft = str(shipped(*(DEFAULT_HEAD if needs == "head" else DEFAULT_DRAFT)))
-        elif choice is not None and choice.draft and draft is None:
+        elif choice is not None and choice.draft_file and draft is None:
             asked = {"drafter": drafter} if drafter else {}
             draft = pair_draft(choice, asked)
             drafter = asked.get("drafter")
         with tqdm(total=3, desc=f"loading {Path(target).name}", unit="part", disable=not default, leave=False) as bar:
-            target_model = load_causal_lm(target, torch_dtype)
+            target_model = load_gguf_target(target) if is_metadata_dir(target) else load_causal_lm(target, torch_dtype)
             bar.update()
             tokenizer = tokenizer or load_tokenizer(target)
             bar.update()
@@ -281,6 +284,19 @@ class TextModels:
             target_model, tokenizer, draft_model, device=device, draft_ranking=ranking, drafter=drafter,
             **{"weights": weight_format(dtype), "copies": copies_for(drafter), **kwargs},
         )
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    """Where a model's tensors are, ignoring those on the meta device (a GGUF target read as it is
+    holds only its rotary tables, and its token tables where they fit: ``gguf.load_gguf_target``)."""
+    tensors = (*model.parameters(), *model.buffers())
+    return next((t.device for t in tensors if not t.is_meta), torch.device("cpu"))
+
+
+def _place(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """``module.to(device)``, leaving tensors on the meta device where they are (the token tables of a
+    target read from its GGUF file as it is, which a head shares but never reads through them)."""
+    return module._apply(lambda t: t if t.is_meta or t.device == device else t.to(device))
 
 
 def copies_for(drafter: str | None) -> tuple[str, ...]:

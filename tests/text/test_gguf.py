@@ -131,15 +131,21 @@ def test_a_file_that_is_not_a_model_is_refused(tmp_path):
         converted_dir(tmp_path / "missing.gguf")
 
 
-def test_the_code_pairs_draft_beside_the_files_blocks_is_converted_in_autos_dtype(monkeypatch, tmp_path):
-    """`--dtype gguf` runs the target from the file's blocks and the draft in auto's dtype, so the
-    draft's conversion is auto's (no float32 copy of the 0.5B written for a drafter that runs none)."""
+def test_the_code_pairs_target_is_read_as_it_is_and_its_draft_converted_only_when_asked(monkeypatch, tmp_path):
+    """`--dtype gguf` reads the target from the file as it is (its metadata only, no weights written)
+    and converts the draft only when a model drafter asks for it, in auto's dtype (no float32 copy
+    of the 0.5B written for a drafter that runs none)."""
     from specvideo.text.models import names
 
     files = [tmp_path / "target.gguf", tmp_path / "draft.gguf"]
-    asked = {}
+    asked, read = {}, []
     monkeypatch.setattr(names, "_qwen_coder_files", lambda: files)
-    monkeypatch.setattr(names, "_stored", lambda f, dtype, device: {"gguf": "float32", "auto": "bfloat16"}[dtype])
+    monkeypatch.setattr(names, "_stored", lambda f, dtype, device: {"gguf": "float32", "auto": "bfloat16", "float32": "float32"}[dtype])
     monkeypatch.setattr(names, "converted_dir", lambda f, dtype: asked.setdefault(f.stem, dtype) and tmp_path / f.stem)
-    names.resolve_model("qwen-coder", "gguf")
-    assert asked == {"target": "float32", "draft": "bfloat16"}
+    monkeypatch.setattr(names, "metadata_dir", lambda f: read.append(f.stem) or tmp_path / f"{f.stem}-meta")
+    choice = names.resolve_model("qwen-coder", "gguf")
+    assert (read, asked, choice.target) == (["target"], {}, str(tmp_path / "target-meta"))
+    assert names.pair_draft(choice, {"drafter": "ngram"}) is None and asked == {}
+    assert choice.draft == str(tmp_path / "draft") and asked == {"draft": "bfloat16"}
+    assert names.resolve_model("qwen-coder", "float32").draft == str(tmp_path / "draft")
+    assert asked == {"draft": "bfloat16", "target": "float32"}

@@ -12,12 +12,15 @@ llama's q and k projections are stored with their rows permuted for llama.cpp's 
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
+from specvideo.text.models.gguf_file import GGUFFile
 from specvideo.text.runtime.kquant import TILE, KQuantWeight, Stacked, fuse, pack
 
 SUPPORTED = ("Q4_K", "Q6_K", "Q4_1", "Q8_0")
@@ -81,6 +84,38 @@ def decode(data: np.ndarray, type_name: str, K: int) -> KQuantWeight:
     return pack(t(u.astype(np.uint8)), t(sc.astype(np.int8)), t(mn.astype(np.int8)), t(d), t(dmin), bits, group, S, type_name)
 
 
+def open_reader(path) -> GGUFFile:
+    """The index of the GGUF file at ``path`` (``gguf_file.GGUFFile``), shared by every reader of one
+    loading; ``close_readers()`` lets the memory maps go."""
+    stat = os.stat(path)
+    return _reader(os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _reader(path: str, size: int, mtime_ns: int) -> GGUFFile:
+    return GGUFFile(path)
+
+
+def close_readers() -> None:
+    _reader.cache_clear()
+
+
+DECODE_ROWS = 8192  # a large table (the token table, the output projection) is decoded this many rows at a time
+
+
+def decode_rows(data: np.ndarray, type_name: str, K: int) -> KQuantWeight:
+    """``decode`` in chunks of ``DECODE_ROWS`` rows (whole tiles), the parts joined once: the
+    intermediates of a 151,936-row table stay a chunk's, not the table's."""
+    if data.shape[0] <= DECODE_ROWS:
+        return decode(data, type_name, K)
+    parts = [decode(data[i : i + DECODE_ROWS], type_name, K) for i in range(0, data.shape[0], DECODE_ROWS)]
+    first = parts[0]
+    return KQuantWeight(
+        *(torch.cat([getattr(p, f) for p in parts]) for f in ("codes", "scales", "supers")),
+        first.bits, first.group, first.S, data.shape[0], K, first.source,
+    )
+
+
 def reverse_permute_rows(N: int, heads: int) -> torch.Tensor:
     """Row order that undoes llama.cpp's q/k permutation (as transformers' GGUF loader does)."""
     rows = torch.arange(N).reshape(heads, N // heads // 2, 2)  # llama.cpp's row (head, dim, half)
@@ -88,8 +123,8 @@ def reverse_permute_rows(N: int, heads: int) -> torch.Tensor:
 
 
 def load_tensor(reader, name: str, permute_heads: int | None = None):
-    """Tensor ``name`` of an open ``gguf.GGUFReader``: a KQuantWeight for a supported quantised
-    type, a dense float32 tensor for a float type."""
+    """Tensor ``name`` of an open ``GGUFFile``: a KQuantWeight for a supported quantised type, a
+    dense float32 tensor for a float type; its pages of the file are released once copied."""
     tensor = next((t for t in reader.tensors if t.name == name), None)
     if tensor is None:
         raise KeyError(f"the GGUF file has no tensor {name}")
@@ -99,8 +134,10 @@ def load_tensor(reader, name: str, permute_heads: int | None = None):
         dense = torch.from_numpy(np.array(tensor.data, dtype=np.float32)).reshape(-1, K)
         if permute_heads:
             dense = dense[reverse_permute_rows(dense.shape[0], permute_heads)]
+        reader.release(tensor)
         return dense.squeeze(0) if dense.shape[0] == 1 else dense
-    weight = decode(np.asarray(tensor.data), type_name, K)
+    weight = decode_rows(np.asarray(tensor.data), type_name, K)
+    reader.release(tensor)
     if permute_heads:
         weight = weight.select_rows(reverse_permute_rows(weight.out_features, permute_heads))
     return weight
@@ -118,9 +155,7 @@ class GGUFLayers:
 
 def load_layers(path, config) -> GGUFLayers:
     """Every tensor of the GGUF file at ``path`` for a llama / qwen2 ``config``, in its own format."""
-    from gguf import GGUFReader
-
-    reader = GGUFReader(path)
+    reader = open_reader(path)
     names = {t.name for t in reader.tensors}
     heads, kv_heads = config.num_attention_heads, config.num_key_value_heads
     llama = config.model_type == "llama"  # q and k rows stored permuted for llama.cpp's rotary layout
@@ -147,6 +182,38 @@ def load_layers(path, config) -> GGUFLayers:
     return GGUFLayers(layers, head, get("output_norm.weight"), embed)
 
 
+TABLE_CHUNK = 8192  # rows de-quantised at a time
+
+
+def dense_tables(path, config, limit: int):
+    """The token table (V, d) and the output projection (V, d) of the GGUF file at ``path``, de-quantised
+    to float32 (the output None where it is tied to the table); both None where they would pass
+    ``limit`` bytes (a draft head then reads the target runner's block tables, ``LeanLlama(tables=)``).
+    The file is read memory-mapped; only these tensors are decoded."""
+    from gguf.quants import dequantize
+
+    reader = open_reader(path)
+    names = {t.name for t in reader.tensors}
+    untied = "output.weight" in names
+    if (2 if untied else 1) * config.vocab_size * config.hidden_size * 4 > limit:
+        return None, None
+    dtype = torch.float32
+
+    def dense(name: str) -> torch.Tensor:
+        tensor = next(t for t in reader.tensors if t.name == name)
+        rows, K = int(tensor.shape[1]), int(tensor.shape[0])
+        raw = np.asarray(tensor.data).reshape(rows, -1)  # (V, bytes per row), or (V, d) floats
+        table = torch.empty(rows, K, dtype=dtype)
+        for start in range(0, rows, TABLE_CHUNK):  # chunks: no float32 copy of the whole table
+            part = raw[start : start + TABLE_CHUNK]
+            values = part if tensor.tensor_type.name in FLOATS else dequantize(part, tensor.tensor_type)
+            table[start : start + len(part)] = torch.from_numpy(np.asarray(values, dtype=np.float32).reshape(-1, K))
+        reader.release(tensor)
+        return table
+
+    return dense("token_embd.weight"), dense("output.weight") if untied else None
+
+
 def _fused(parts: list):
     """Projections sharing an input as one weight: concatenated floats, or k-quants fused by layout."""
     if all(isinstance(p, torch.Tensor) for p in parts):
@@ -161,13 +228,11 @@ FLOATS = ("F32", "F16", "BF16")
 
 def runs_blocks(path) -> bool:
     """Whether every tensor of the GGUF file at ``path`` is of a type and shape ``load_layers`` holds."""
-    from gguf import GGUFReader
-
     def held(t) -> bool:  # a quantised matrix needs whole 16-row tiles
         kind = t.tensor_type.name
         return kind in FLOATS or (kind in SUPPORTED and len(t.shape) == 2 and int(t.shape[1]) % TILE == 0)
 
     try:
-        return all(held(t) for t in GGUFReader(path).tensors)
+        return all(held(t) for t in open_reader(path).tensors)
     except (OSError, ValueError):
         return False

@@ -137,8 +137,11 @@ def load_head(path: str | os.PathLike, target: PreTrainedModel) -> DraftHead:
                 f"the draft head in {path} reads its target's features and needs a target with "
                 f"{name}={getattr(config, name)}, got {getattr(target.config, name, None)}"
             )
-    head = DraftHead(config)
-    missing, unexpected = head.load_state_dict(load_file(path / "model.safetensors"), strict=False)
+    with torch.device("meta"):  # no (V, d) tables of its own: it shares the target's
+        head = DraftHead(config)
+    head.llama.model.rotary_emb = type(head.llama.model.rotary_emb)(config=config)  # its tables, off meta
+    state = load_file(path / "model.safetensors")
+    missing, unexpected = head.load_state_dict(state, strict=False, assign=True)
     missing = [k for k in missing if "embed_tokens" not in k and "lm_head" not in k]
     if missing or unexpected:
         raise ValueError(

@@ -11,7 +11,7 @@ import torch
 
 from specvideo.paths import cache_root, shipped
 from specvideo.text.config import HEAD_DRAFTERS, NO_MODEL_DRAFTERS
-from specvideo.text.models.gguf import converted_dir
+from specvideo.text.models.gguf import converted_dir, metadata_dir
 from specvideo.text.models.precision import dtype_name, model_type, resolve_dtype
 
 QWEN_CODER_FILES = ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
@@ -27,9 +27,20 @@ QWEN_CODER_DRAFTER = "head-hybrid"
 class ModelChoice:
     name: str  # the id clients ask for
     target: str | None  # None: the default pair (SmolLM2 and its trained draft)
-    draft: str | None = None  # the draft model that goes with a named pair
+    draft_file: str | Path | None = None  # the draft model that goes with a named pair: a GGUF file or a directory
     head: str | None = None  # its draft head under models/ (the head drafters)
     drafter: str | None = None  # the pair's default drafter (the fastest on its tuning split)
+    draft_dtype: str = "float32"  # the dtype its converted directory holds
+    device: str | None = "cpu"
+
+    @property
+    def draft(self) -> str | None:
+        """The draft model's directory, converted from its GGUF file on first use (only a model
+        drafter asks for it: the pair's head and the model-free drafters never convert it)."""
+        if self.draft_file is None or Path(self.draft_file).suffix != ".gguf":
+            return None if self.draft_file is None else str(self.draft_file)
+        source = Path(self.draft_file)
+        return str(converted_dir(source, dtype=_stored(source, self.draft_dtype, self.device)))
 
 
 def is_named(spec: str | None) -> bool:
@@ -59,19 +70,22 @@ def qwen_coder_dir() -> Path:
 
 
 def resolve_model(spec: str, dtype: str | torch.dtype = "float32", device: str | None = "cpu") -> ModelChoice:
-    """What ``spec`` names; a GGUF file is converted once into a directory in the dtype it will run
-    in (``dtype`` resolved for ``device`` and the file's architecture, ``specvideo.text.models.precision``)."""
+    """What ``spec`` names. A GGUF file run in its own blocks (``dtype="gguf"``) is read as it is:
+    its config and tokenizer once into a small directory (``gguf.metadata_dir``), no weights written;
+    in any other dtype it is converted once into a directory in the dtype it will run in (``dtype``
+    resolved for ``device`` and the file's architecture, ``specvideo.text.models.precision``)."""
     if spec == "smollm2":
         return ModelChoice("smollm2", None)
     if spec == "qwen-coder":
-        files = _qwen_coder_files()
+        target, draft = _qwen_coder_files()
         # the draft beside the file's own blocks runs in the dtype auto picks (text_models)
-        dtypes = (dtype, "auto" if dtype == "gguf" else dtype)
-        target, draft = (str(converted_dir(f, dtype=_stored(f, d, device))) for f, d in zip(files, dtypes))
-        return ModelChoice("qwen-coder", target, draft, QWEN_CODER_HEAD, QWEN_CODER_DRAFTER)
+        return ModelChoice(
+            "qwen-coder", _target_dir(target, dtype, device), draft, QWEN_CODER_HEAD, QWEN_CODER_DRAFTER,
+            "auto" if dtype == "gguf" else dtype, device,
+        )
     path = Path(spec)
     if path.suffix == ".gguf":
-        return ModelChoice(path.stem, str(converted_dir(path, dtype=_stored(path, dtype, device))))
+        return ModelChoice(path.stem, _target_dir(path, dtype, device))
     if path.is_dir():
         return ModelChoice(path.resolve().name, str(path))
     raise ValueError(f"model {spec!r} is none of {', '.join(NAMED)}, a .gguf file or a model directory")
@@ -100,6 +114,13 @@ def check_model(spec: str) -> None:
             raise ValueError(f"GGUF file not found: {spec}")
     elif spec not in NAMED:
         check_model_path(spec)
+
+
+def _target_dir(gguf_file: Path, dtype: str | torch.dtype, device: str | None) -> str:
+    """The directory a GGUF target loads from: its metadata only where its blocks run it."""
+    if dtype == "gguf":
+        return str(metadata_dir(gguf_file))
+    return str(converted_dir(gguf_file, dtype=_stored(gguf_file, dtype, device)))
 
 
 def _stored(gguf_file: Path, dtype: str | torch.dtype, device: str | None) -> str:

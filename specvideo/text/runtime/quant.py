@@ -178,6 +178,9 @@ def release_layers(model: torch.nn.Module, embed: torch.Tensor) -> None:
     ``embed`` is the model's own table (a GGUF runner reads it as it is), that very parameter stays,
     so a draft or head sharing it keeps sharing it. Its config and embeddings stay; its own forward
     no longer runs."""
+    if getattr(model, "specvideo_released", False):  # never loaded (gguf.load_gguf_target) or freed already
+        return
+    model.register_forward_pre_hook(_released_forward)  # calling it says what runs it
     table = model.get_input_embeddings().weight
     if embed.data_ptr() == table.data_ptr():
         for module in model.modules():
@@ -192,3 +195,11 @@ def release_layers(model: torch.nn.Module, embed: torch.Tensor) -> None:
     if tied:
         model.get_output_embeddings().weight = model.get_input_embeddings().weight
     model.specvideo_released = True  # transformers' generate() on it would fail: say so where asked
+
+
+def _released_forward(module, args):
+    raise ValueError(
+        f"this {type(module).__name__}'s dense weights were freed once quantised copies ran it: its forwards "
+        "run in specvideo's runner (TextModels.target_runner, a LeanLlama); for a transformers model load it "
+        "with dtype float32 or bfloat16"
+    )

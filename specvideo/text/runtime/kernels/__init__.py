@@ -1,7 +1,8 @@
 """Our own CPU kernel for k-quant weights (``qmm.cpp``), built once with ``torch.utils.cpp_extension``.
 
-The kernel needs AVX-512 with VNNI (vpdpbusd) and a C++ compiler; it is compiled on first use into
-``<cache>/kernels`` (``SPECVIDEO_CACHE`` moves it; about a minute on 2 cores, reported once) and
+The kernel needs AVX-512 with VNNI (vpdpbusd) and a C++ compiler; it is compiled into
+``<cache>/kernels`` (``SPECVIDEO_CACHE`` moves it; about a minute on 2 cores, reported once) by the
+README's install line (``python -m specvideo.text.runtime.kernels``), or else on first use, and
 loaded from there afterwards. ``available()`` says whether it can run here and why not; callers
 fall back to PyTorch's own weight-only kernels where it cannot.
 """
