@@ -18,7 +18,7 @@ import time
 import torch
 
 from specvideo.paths import add_checkout_to_path
-from specvideo.text.models.gguf import converted_dir
+from specvideo.text.models.gguf import converted_dir, load_gguf_target, metadata_dir
 from specvideo.text.models.loading import load_causal_lm
 from specvideo.text.runtime import kernels
 from specvideo.text.runtime.lean import LeanLlama
@@ -33,7 +33,9 @@ def build(source: str, fmt: str) -> LeanLlama:
     else:
         os.environ.pop(kernels.ENV_OFF, None)
     dtype = torch.float32 if fmt == "gguf" else torch.bfloat16
-    model = load_causal_lm(str(converted_dir(source, dtype="float32" if fmt == "gguf" else "bfloat16")), dtype)
+    if fmt == "gguf":  # read as it is: no converted copy
+        return LeanLlama(load_gguf_target(metadata_dir(source)), invariant=True, weights="gguf", gguf=source)
+    model = load_causal_lm(str(converted_dir(source, dtype="bfloat16")), dtype)
     weights = {"bfloat16": None, "int4-torch": "int4"}.get(fmt, fmt)
     lean = LeanLlama(model, invariant=True, weights=weights, gguf=source if fmt == "gguf" else None)
     if weights:
@@ -121,9 +123,10 @@ def main() -> None:
     parser.add_argument("--prompts", default="512", help="prompt lengths whose prefill is timed (ms/token)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="print torch.profiler's top ops per measurement")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (and llama-bench's)")
     parser.add_argument("--llama-bench", action="store_true", help="llama.cpp's llama-bench on the same file after each format")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     rows = [int(r) for r in args.rows.split(",")]
     prompts = [int(p) for p in args.prompts.split(",") if p]
     head = [f"{r} tok (ms)" for r in rows] + [f"{r}-tok / step" for r in rows[1:]] + [f"prefill {p} (ms/tok)" for p in prompts]

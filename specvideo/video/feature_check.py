@@ -27,6 +27,9 @@ with v the OpenCV DIS velocity of L (``FlowDrafter.velocity``):
 
     f8  log mean |warp(L', v) - L| / mean |L - L'|       context change the flow fails to explain
     f9  log mean |v| / short side                        speed (flow breaks on fast motion)
+    f10 log mean (1 - c)                                 the share of the extrapolated frame the flow
+                                                         cannot vouch for (c: ``FlowDrafter.confidence``,
+                                                         forward-backward agreement, 0 at disocclusions)
 
 (A third, the draft's distance to SpyNet's extrapolation of (L', L), was tried and dropped: it made
 the check self-confirming, flow drafts agree with another flow's extrapolation where true frames of
@@ -54,7 +57,7 @@ from specvideo.video.drafters import FlowDrafter
 from specvideo.video.warp import backward_warp
 
 FEATURES = ("move", "context_move", "new", "gone", "energy", "sharpness", "change_ratio", "change")
-MOTION_FEATURES = ("flow_residual", "speed")
+MOTION_FEATURES = ("flow_residual", "speed", "unsure")
 ALL_FEATURES = FEATURES + MOTION_FEATURES
 EPS = 1e-4
 CONFIG = "feature_check.json"
@@ -93,17 +96,25 @@ def features_from_maps(
     context_change = (x_last - x_before).abs().mean(dim=(1, 2, 3))
     values = [same_place, context, new, gone, energy, sharp, (change + EPS) / (context_change + EPS), change]
     if any(name in MOTION_FEATURES for name in names):
-        values += motion_values(x_before, x_last, context_change)
+        values += motion_values(x_before, x_last, context_change, "unsure" in names)
     columns = [ALL_FEATURES.index(name) for name in names]
     return torch.stack([torch.log(values[i].clamp(min=0) + EPS) for i in columns], dim=1)  # (n, len(names))
 
 
-def motion_values(before: torch.Tensor, last: torch.Tensor, context_change: torch.Tensor) -> list[torch.Tensor]:
-    """f8 and f9 before their log (module docstring), each (n,), for (n, 3, H, W) L' and L."""
-    velocity = FlowDrafter().velocity(before, last).float()  # (n, 2, H, W)
+def motion_values(
+    before: torch.Tensor, last: torch.Tensor, context_change: torch.Tensor, unsure: bool = True
+) -> list[torch.Tensor]:
+    """f8, f9 and f10 before their log (module docstring), each (n,), for (n, 3, H, W) L' and L
+    (f10 zeros unless ``unsure``: it costs a second flow)."""
+    flow = FlowDrafter()
+    velocity = flow.velocity(before, last).float()  # (n, 2, H, W)
     residual = (backward_warp(before, velocity) - last).abs().mean(dim=(1, 2, 3))
     speed = velocity.norm(dim=1).mean(dim=(1, 2)) / min(last.shape[-2:])
-    return [(residual + EPS) / (context_change + EPS), speed]
+    doubt = torch.zeros_like(speed)
+    if unsure:
+        confidence = flow.confidence(before, last, velocity, flow.splat_weight(velocity))  # (n, 1, H, W)
+        doubt = (1 - confidence).mean(dim=(1, 2, 3))
+    return [(residual + EPS) / (context_change + EPS), speed, doubt]
 
 
 def pair_features(

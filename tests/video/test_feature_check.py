@@ -91,10 +91,11 @@ def test_the_motion_features_see_fast_and_unexplained_motion():
     texture = torch.nn.functional.interpolate(torch.rand(1, 3, 16, 24, generator=g) * 2 - 1, size=(96, 144), mode="bicubic")
     frames = [texture[..., 16 + 3 * i : 112 + 3 * i].clamp(-1, 1) for i in range(3)]  # moving left 3 px a frame
     unrelated = torch.rand(1, 3, 96, 96, generator=g) * 2 - 1
-    names = ("flow_residual", "speed")
+    names = ("flow_residual", "speed", "unsure")
     moving = pair_features(frames[0], frames[1], frames[2], names)[0]
     scrambled = pair_features(unrelated, frames[1], frames[2], names)[0]
     assert moving[0] < scrambled[0]
+    assert moving[2] < scrambled[2]  # the flow cannot vouch for an unrelated context's motion
     still = pair_features(frames[1], frames[1], frames[1], names)[0]
     assert still[1] < moving[1]
     with pytest.raises(ValueError, match="unknown check features"):
