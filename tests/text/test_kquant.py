@@ -136,3 +136,14 @@ def test_auto_takes_a_gguf_file_only_where_every_tensor_maps(tmp_path):
     assert runs_blocks(write("whole.gguf", 32))
     assert not runs_blocks(write("ragged.gguf", 20))  # 20 rows: no whole 16-row tiles, auto keeps to bf16
     assert not runs_blocks(str(tmp_path / "missing.gguf"))
+
+
+def test_the_install_step_builds_the_kernel_or_says_why_not(monkeypatch, capsys):
+    from specvideo.text.runtime.kernels.__main__ import main
+
+    monkeypatch.setenv(kernels.ENV_OFF, "1")
+    assert main() == 0 and f"switched off by {kernels.ENV_OFF}" in capsys.readouterr().out
+    monkeypatch.delenv(kernels.ENV_OFF)
+    assert main() == 0
+    out = capsys.readouterr().out
+    assert ("is ready" in out) == kernels.built(), out
