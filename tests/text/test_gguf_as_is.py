@@ -97,3 +97,15 @@ def test_the_default_target_on_an_empty_cache_writes_no_weights(tmp_path, monkey
     assert gen.generate(["def f(x):"], max_new_tokens=4).token_ids[0]
     with pytest.raises(ValueError, match="runs? in specvideo"):
         gen.target(torch.tensor([[1, 2]]))
+
+
+def test_a_file_the_kernel_cannot_run_as_it_is_converts_and_says_why(tmp_path, monkeypatch):
+    """auto keeps a GGUF file with unmapped tensor types to torch's formats and says which types."""
+    from specvideo.text.models import gguf_weights, names
+
+    write_tiny_qwen2_gguf(tmp_path / "tiny.gguf")
+    assert gguf_weights.unheld(tmp_path / "tiny.gguf") == []  # floats: held
+    monkeypatch.setattr(gguf_weights, "unheld", lambda path: ["Q5_0"])
+    monkeypatch.setattr(kernels, "built", lambda: True)
+    with pytest.warns(UserWarning, match=r"tiny.gguf holds tensors .* \(Q5_0\): it is converted once"):
+        assert names.default_format(str(tmp_path / "tiny.gguf"), "auto") == "auto"

@@ -228,11 +228,22 @@ FLOATS = ("F32", "F16", "BF16")
 
 def runs_blocks(path) -> bool:
     """Whether every tensor of the GGUF file at ``path`` is of a type and shape ``load_layers`` holds."""
-    def held(t) -> bool:  # a quantised matrix needs whole 16-row tiles
+    return not unheld(path)
+
+
+def unheld(path) -> list[str]:
+    """What keeps the kernel from running the GGUF file at ``path`` as it is: the tensor types it has
+    no mapping for (a quantised matrix also needs whole 16-row tiles), or why the file cannot be read."""
+
+    def held(t) -> bool:
         kind = t.tensor_type.name
         return kind in FLOATS or (kind in SUPPORTED and len(t.shape) == 2 and int(t.shape[1]) % TILE == 0)
 
     try:
-        return all(held(t) for t in open_reader(path).tensors)
-    except (OSError, ValueError):
-        return False
+        tensors = open_reader(path).tensors
+    except (OSError, ValueError) as err:
+        return [str(err)]
+    return sorted(
+        {t.tensor_type.name if t.tensor_type.name not in SUPPORTED else f"{t.tensor_type.name} in rows not whole tiles"
+         for t in tensors if not held(t)}
+    )

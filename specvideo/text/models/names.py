@@ -4,6 +4,7 @@ from the GGUF files ``scripts/fetch_qwen_coder.sh`` puts in the cache, drafted b
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,7 +143,15 @@ def default_format(target: str | None, dtype: str | torch.dtype, exact: bool = F
     if target is None or target in NAMED:  # their files hold Q4_1 / Q8_0, Q4_K / Q6_K
         return "gguf"
     if str(target).endswith(".gguf"):
-        from specvideo.text.models.gguf_weights import runs_blocks
+        from specvideo.text.models.gguf_weights import unheld
 
-        return "gguf" if runs_blocks(target) else dtype  # a type with no mapping: auto as before
+        missing = unheld(target)
+        if missing:  # a type with no mapping: auto as before, converted once, and said
+            warnings.warn(
+                f"{Path(target).name} holds tensors specvideo's kernel does not run as they are "
+                f"({', '.join(missing)}): it is converted once into the cache and run in {dtype}",
+                stacklevel=2,
+            )
+            return dtype
+        return "gguf"
     return dtype
