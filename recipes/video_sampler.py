@@ -55,20 +55,12 @@ from recipes.video import Checkpointed, _ema_copy, num_params, run_stage
 from recipes.video_repa import Alignment, feature_loss
 from specvideo.files import atomic_dir
 from specvideo.paths import shipped
+from specvideo.video.conditioning import hint_drafter, hint_free, hint_with_confidence, widen_for_confidence
 from specvideo.video.data import TRAIN_SEEDS, moving_shapes, split_synthetic
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.metrics import sharpness_ratio, ssim
 from specvideo.video.real import NativeClips
-from specvideo.video.verifier import (
-    DiffusionVerifier,
-    default_scheduler,
-    hint_drafter,
-    hint_free,
-    hint_with_confidence,
-    make_scheduler,
-    predict_x0,
-    widen_for_confidence,
-)
+from specvideo.video.verifier import DiffusionVerifier, default_scheduler, make_scheduler, predict_x0
 
 EVAL_TIMESTEPS = (50, 200, 400, 600, 800, 999)
 AUX_FILE = "aux.safetensors"  # a resume point's REPA projection

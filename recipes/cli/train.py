@@ -125,8 +125,9 @@ def _add_train_video(kinds) -> None:
     stage's (``video-sampler``; the stages before it are in git history, recipes/video.py says
     where)."""
     from recipes.video import VideoTrainConfig
+    from specvideo.video.conditioning import HINTS
     from specvideo.video.drafters import DRAFTERS
-    from specvideo.video.verifier import HINTS, SAMPLERS
+    from specvideo.video.verifier import SAMPLERS
 
     d = VideoTrainConfig()
     v = kinds.add_parser("video-drafter", help="the learned frame predictor")
@@ -186,7 +187,7 @@ def _add_train_video(kinds) -> None:
 
 def _add_train_sampler(kinds) -> None:
     from recipes.video_sampler import SamplerConfig
-    from specvideo.video.verifier import HINTS
+    from specvideo.video.conditioning import HINTS
 
     d = SamplerConfig()
     v = kinds.add_parser(

@@ -68,9 +68,10 @@ def test_the_drafter_bench_names_a_bad_drafter_before_any_work(capsys, tmp_path)
 def test_the_check_bench_scores_bad_drafts_with_both_checks(capsys, tmp_path):
     import torch
 
+    from specvideo.video.conditioning import widen_for_hint
     from specvideo.video.feature_check import FeatureCheck, FeatureCheckConfig
     from specvideo.video.pipeline import SpeculativeVideoPipeline
-    from specvideo.video.verifier import DiffusionVerifier, widen_for_hint
+    from specvideo.video.verifier import DiffusionVerifier
     from tests import helpers
 
     torch.manual_seed(0)

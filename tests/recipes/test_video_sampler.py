@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from recipes import video_sampler as vs
-from specvideo.video.verifier import DiffusionVerifier, default_scheduler, widen_for_hint
+from specvideo.video.conditioning import widen_for_hint
+from specvideo.video.verifier import DiffusionVerifier, default_scheduler
 from tests import helpers
 
 P = 2

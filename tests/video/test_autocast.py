@@ -3,8 +3,9 @@
 import pytest
 import torch
 
+from specvideo.video.conditioning import condition
 from specvideo.video.pipeline import SpeculativeVideoPipeline, resolve_autocast
-from specvideo.video.verifier import DiffusionVerifier, condition
+from specvideo.video.verifier import DiffusionVerifier
 from tests.helpers import tiny_unet
 
 

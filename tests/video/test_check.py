@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from specvideo.video import DiffusionVerifier, FlowDrafter, SpeculativeVideoPipeline
+from specvideo.video.conditioning import make_residual, widen_for_hint
 from specvideo.video.config import VIDEO_DEFAULTS as D
 from specvideo.video.config import default_threshold
 from specvideo.video.data import moving_shapes
 from specvideo.video.drafters import FrameDrafter
 from specvideo.video.rounds import typicality
-from specvideo.video.verifier import make_residual, make_scheduler, widen_for_hint
+from specvideo.video.verifier import make_scheduler
 from tests.video.test_pipeline import SIZE, P, context_uint8, tiny_unet
 
 

@@ -4,16 +4,11 @@ import numpy as np
 import pytest
 import torch
 
+from specvideo.video.conditioning import condition, make_residual, widen_for_confidence, widen_for_hint
 from specvideo.video.drafters import FlowDrafter
 from specvideo.video.io import frames_to_tensor
 from specvideo.video.pipeline import SpeculativeVideoPipeline
-from specvideo.video.verifier import (
-    DiffusionVerifier,
-    condition,
-    make_residual,
-    widen_for_confidence,
-    widen_for_hint,
-)
+from specvideo.video.verifier import DiffusionVerifier
 from tests import helpers
 from tests.video.test_hint import SIZE, P, moving_square
 

@@ -103,8 +103,9 @@ def test_the_motion_features_see_fast_and_unexplained_motion():
 
 
 def test_the_pipeline_runs_the_features_metric_and_saves_its_check(tmp_path):
+    from specvideo.video.conditioning import widen_for_hint
     from specvideo.video.pipeline import SpeculativeVideoPipeline
-    from specvideo.video.verifier import DiffusionVerifier, widen_for_hint
+    from specvideo.video.verifier import DiffusionVerifier
     from tests import helpers
 
     verifier = DiffusionVerifier(
@@ -141,8 +142,9 @@ def test_the_pipeline_runs_the_features_metric_and_saves_its_check(tmp_path):
 
 
 def test_fallback_still_repeats_the_last_frame_only_where_draft_and_correction_both_fail():
+    from specvideo.video.conditioning import widen_for_hint
     from specvideo.video.pipeline import SpeculativeVideoPipeline
-    from specvideo.video.verifier import DiffusionVerifier, widen_for_hint
+    from specvideo.video.verifier import DiffusionVerifier
     from tests import helpers
 
     torch.manual_seed(0)

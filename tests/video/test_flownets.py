@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specvideo.video.conditioning import HINTS, condition
 from specvideo.video.drafters import FlowConfig, FlowDrafter, make_drafter
 from specvideo.video.flownets import FLOW_NETS, load_flow_net, wheels
 from specvideo.video.flownets.ifnet import IFNet
 from specvideo.video.flownets.spynet import SpyNet, spynet_state_dict
 from specvideo.video.flownets.wheels import WheelFile
-from specvideo.video.verifier import HINTS, condition
 
 
 def textured_pair(shift: int = 3, size: tuple[int, int] = (72, 100)) -> tuple[torch.Tensor, torch.Tensor]:

@@ -7,9 +7,10 @@ import pytest
 import torch
 from diffusers import UNet2DModel
 
+from specvideo.video.conditioning import condition, widen_for_hint
 from specvideo.video.drafters import FlowDrafter
 from specvideo.video.pipeline import SpeculativeVideoPipeline
-from specvideo.video.verifier import DiffusionVerifier, condition, widen_for_hint
+from specvideo.video.verifier import DiffusionVerifier
 from tests import helpers
 
 P, SIZE, N = 2, 16, 3

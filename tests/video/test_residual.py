@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from specvideo.video.conditioning import make_residual, widen_for_hint
 from specvideo.video.drafters import FlowDrafter
 from specvideo.video.pipeline import SpeculativeVideoPipeline
-from specvideo.video.verifier import DiffusionVerifier, default_scheduler, make_residual, widen_for_hint
+from specvideo.video.verifier import DiffusionVerifier, default_scheduler
 from tests import helpers
 from tests.video.test_hint import SIZE, P, moving_square
 
