@@ -77,7 +77,7 @@ class SamplerConfig:
     pixels_per_batch: int = 16 * 64 * 64  # batch = pixels_per_batch // crop**2
     long_sides: tuple[int, ...] = (192, 256, 320)  # real crops at these working scales
     real_fraction: float = 0.6
-    # the hint's flow (specvideo.video.verifier.HINTS): "flow" (OpenCV DIS, the drafter's own) or a
+    # the hint's flow (specvideo.video.conditioning.HINTS): "flow" (OpenCV DIS, the drafter's own) or a
     # pretrained network's, "flow:spynet" / "flow:rife" (#65: the target's motion is not the drafter's)
     hint: str = "flow"
     # the hint's confidence map on a channel and the residual gated by it (x0 = hint + (1 - c) UNet;
