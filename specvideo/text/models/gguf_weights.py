@@ -86,7 +86,7 @@ def decode(data: np.ndarray, type_name: str, K: int) -> KQuantWeight:
 
 def open_reader(path) -> GGUFFile:
     """The index of the GGUF file at ``path`` (``gguf_file.GGUFFile``), shared by every reader of one
-    loading; ``close_readers()`` lets the memory maps go."""
+    loading (its pages are dropped once decoded, so a kept map costs address space, not memory)."""
     stat = os.stat(path)
     return _reader(os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
 
@@ -95,9 +95,6 @@ def open_reader(path) -> GGUFFile:
 def _reader(path: str, size: int, mtime_ns: int) -> GGUFFile:
     return GGUFFile(path)
 
-
-def close_readers() -> None:
-    _reader.cache_clear()
 
 
 DECODE_ROWS = 8192  # a large table (the token table, the output projection) is decoded this many rows at a time
