@@ -81,27 +81,25 @@ def widen_for_confidence(unet: UNet2DModel) -> UNet2DModel:
     """A copy of a residual hint UNet with one more input channel, the confidence map's, just before
     the hint's three, its first-layer weights zero: the UNet computes what ``unet`` computes (the
     gate (1 - c) in ``predict_x0`` is what changes)."""
-    # without the private keys: "_use_default_values" would reset what the config names to defaults
-    config = {k: v for k, v in unet.config.items() if not k.startswith("_")}
-    wide = UNet2DModel.from_config({**config, "in_channels": unet.config.in_channels + 1})
-    wide = wide.to(unet.device, unet.dtype)
-    state = unet.state_dict()
-    weight = state["conv_in.weight"]  # (C_out, C_in, 3, 3)
-    zero = weight.new_zeros(weight.shape[0], 1, *weight.shape[2:])
-    state["conv_in.weight"] = torch.cat([weight[:, :-3], zero, weight[:, -3:]], dim=1)
-    wide.load_state_dict(state)
-    return wide
+    return _with_zero_inputs(unet, 1, at=unet.config.in_channels - 3)
 
 
 def widen_for_hint(unet: UNet2DModel) -> UNet2DModel:
     """A copy of a hint-less verifier UNet with 3 more input channels whose first-layer weights are
     zero: it computes exactly what ``unet`` computes until training teaches it to use the hint."""
-    config = dict(unet.config, in_channels=unet.config.in_channels + 3)
-    wide = UNet2DModel.from_config(config).to(unet.device, unet.dtype)
+    return _with_zero_inputs(unet, 3, at=unet.config.in_channels)
+
+
+def _with_zero_inputs(unet: UNet2DModel, count: int, at: int) -> UNet2DModel:
+    """A copy of ``unet`` with ``count`` input channels inserted before channel ``at``, their
+    first-layer weights zero."""
+    # without the private keys: "_use_default_values" would reset what the config names to defaults
+    config = {k: v for k, v in unet.config.items() if not k.startswith("_")}
+    wide = UNet2DModel.from_config({**config, "in_channels": unet.config.in_channels + count})
+    wide = wide.to(unet.device, unet.dtype)
     state = unet.state_dict()
     weight = state["conv_in.weight"]  # (C_out, C_in, 3, 3)
-    state["conv_in.weight"] = torch.cat(
-        [weight, weight.new_zeros(weight.shape[0], 3, *weight.shape[2:])], dim=1
-    )
+    zero = weight.new_zeros(weight.shape[0], count, *weight.shape[2:])
+    state["conv_in.weight"] = torch.cat([weight[:, :at], zero, weight[:, at:]], dim=1)
     wide.load_state_dict(state)
     return wide
