@@ -12,7 +12,10 @@ Every ``fim_every``-th row is laid out for fill-in-the-middle (prefix, suffix, t
 model writes, with the model's FIM tokens), so the head sees the features the FIM workload meets.
 A row's ``start`` is where drafting begins at evaluation (the middle of a FIM row, a quarter into a
 plain row). Files are split by path hash: one in ``valid_every`` is validation, never trained on.
-The target's own replies to chat prompts (``chat_rows``) can be added: they cost a generation each.
+Prose (``prose_rows``): the long descriptions the installed distributions ship in their metadata
+(READMEs: explanations, how-tos, change logs), the test split's packages excluded, split by the
+distribution's name hash. The target's own replies to chat prompts (``chat_rows``) can be added:
+they cost a generation each.
 """
 
 from __future__ import annotations
@@ -129,6 +132,42 @@ def code_rows(tokenizer, config: CodeDataConfig) -> dict[str, list[dict]]:
             row["source"] = name
             rows[split].append(row)
         count += 1
+    return {s: r[: want[s]] for s, r in rows.items()}
+
+
+def prose_texts() -> list[tuple[str, str]]:
+    """(distribution name, its metadata's long description) of every installed distribution with
+    one of 2,000 characters or more, the chat and FIM test split's packages excluded; sorted."""
+    import importlib.metadata
+
+    from benchmarks.text.fim import TEST_PACKAGES
+
+    out = {}
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower()
+        text = dist.read_text("METADATA") or ""
+        body = text.split("\n\n", 1)[1] if "\n\n" in text else ""
+        if name and name not in TEST_PACKAGES and len(body) >= 2000:
+            out[name] = body
+    return sorted(out.items())
+
+
+def prose_rows(tokenizer, config: CodeDataConfig, want: dict[str, int], windows: int = 4) -> dict[str, list[dict]]:
+    """Rows of ``row_tokens`` ids from the distributions' descriptions (``prose_texts``): up to
+    ``windows`` per distribution at seeded places, drafting from a quarter in; ``want`` rows per split."""
+    rng = random.Random(config.seed + 1)
+    texts = prose_texts()
+    rng.shuffle(texts)
+    rows = {split: [] for split in want}
+    for name, text in texts:
+        split = "valid" if is_valid(name, config.valid_every) else "train"
+        if split not in rows or len(rows[split]) >= want[split]:
+            continue
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        for _ in range(min(windows, len(ids) // config.row_tokens)):
+            at = rng.randrange(0, len(ids) - config.row_tokens + 1)
+            row = ids[at : at + config.row_tokens]
+            rows[split].append({"ids": torch.tensor(row, dtype=torch.int32), "start": len(row) // 4, "source": f"prose:{name}"})
     return {s: r[: want[s]] for s, r in rows.items()}
 
 

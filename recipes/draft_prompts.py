@@ -162,6 +162,20 @@ TASKS = (
     "find the most common item in a list",
     "capitalize every word",
 )
+DISHES = (
+    "lentil soup",
+    "tomato sauce",
+    "banana bread",
+    "fried rice",
+    "guacamole",
+    "porridge",
+    "vegetable curry",
+    "omelette",
+    "hummus",
+    "flatbread",
+    "apple crumble",
+    "potato salad",
+)
 CHAT_TEMPLATES = (
     "Explain {topic} in simple terms.",
     "What are three tips about {topic}?",
@@ -180,6 +194,11 @@ CHAT_TEMPLATES = (
     "Show me how to {task} with a short example.",
     "What is the simplest way to {task}?",
     "Write a Python function that can {task}, with a docstring.",
+    "Give me a simple recipe for {dish}.",
+    "What do I need to make {dish}, and how long does it take?",
+    "Write a short letter to a friend about {thing}.",
+    "Write a four-line poem about {topic}.",
+    "Give me a short summary of the history of {topic}.",
 )
 
 
@@ -190,7 +209,9 @@ def chat_prompts(n: int, seed: int = 0) -> list[str]:
     seen: set[str] = set()
     while len(out) < n:
         template = rng.choice(CHAT_TEMPLATES)
-        text = template.format(topic=rng.choice(TOPICS), thing=rng.choice(THINGS), task=rng.choice(TASKS))
+        text = template.format(
+            topic=rng.choice(TOPICS), thing=rng.choice(THINGS), task=rng.choice(TASKS), dish=rng.choice(DISHES)
+        )
         if text not in seen:
             seen.add(text)
             out.append(text)
@@ -200,7 +221,7 @@ def chat_prompts(n: int, seed: int = 0) -> list[str]:
 
 
 def _combinations() -> int:
-    per = {"topic": len(TOPICS), "thing": len(THINGS), "task": len(TASKS)}
+    per = {"topic": len(TOPICS), "thing": len(THINGS), "task": len(TASKS), "dish": len(DISHES)}
     return sum(next(v for k, v in per.items() if "{" + k + "}" in t) for t in CHAT_TEMPLATES)
 
 

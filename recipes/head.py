@@ -14,7 +14,10 @@ top-K renormalised inside it). With ``ttt_steps`` S > 1 the head is also trained
 predicted features, EAGLE-3's training-time test (``unroll``): step s feeds it h^{s-1}_{j-1} in
 place of f_{j-1} and lets position j attend to the true-feature keys up to j - s and to one key of
 each earlier step on its diagonal, exactly the context a depth-(s+1) draft has at decode time; the
-loss is averaged over the steps. ``init_head`` starts from an exported head. Checkpoints by temp
+loss is averaged over the steps. With ``feature_layers`` (EAGLE-3) the cached features are those
+layers' ``layer_features`` (T, n d) and the head reads them through its ``fuse``; the regression
+target stays the final state (EAGLE-3 drops that term: ``reg_weight`` 0). ``init_head`` starts from
+an exported head (a head without ``fuse`` gets one that passes the final state through). Checkpoints by temp
 file and rename every ``eval_every`` steps; a rerun resumes. Validation rows come from the
 ``valid`` shards (prompts from another seed).
 """
@@ -30,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from recipes.draft import _save, data_ranking, load_shards, train_loop
-from specvideo.text.models.head import DraftHead, load_head, save_head
+from specvideo.text.models.head import DraftHead, layer_features, load_head, save_head
 from specvideo.text.models.vocab import save_token_ranking
 
 
@@ -55,6 +58,7 @@ class HeadConfig:
     valid_rows: int = 96
     ttt_steps: int = 1  # S: steps unrolled on the head's own features (1 = teacher forcing only)
     init_head: str | None = None  # an exported head to start from (None: from the target's layer)
+    feature_layers: tuple[int, ...] | None = None  # EAGLE-3: the target's states the head fuses (the last the final)
     seed: int = 0
     threads: int = 2
 
@@ -86,8 +90,8 @@ def layer_index(target, init_layer: int | None) -> int | None:
 
 @torch.inference_mode()
 def compute_features(config: HeadConfig, target) -> Path:
-    """``<work>/features/<split>.pt``: per row the token ids, the target's features (T, d) fp16 and
-    its top-K ids / log-probabilities at every position (T, K)."""
+    """``<work>/features/<split>.pt``: per row the token ids, the target's features (T, d) fp16 (with
+    ``feature_layers``: (T, n d)) and its top-K ids / log-probabilities at every position (T, K)."""
     torch.set_num_threads(config.threads)
     out = Path(config.work) / "features"
     out.mkdir(parents=True, exist_ok=True)
@@ -106,7 +110,7 @@ def compute_features(config: HeadConfig, target) -> Path:
                     "ids": row["ids"],
                     "start": row["start"],
                     "source": row.get("source", ""),
-                    "features": result.hidden_states[-1][0].to(torch.float16),  # (T, d)
+                    "features": _features(result.hidden_states, config.feature_layers)[0].to(torch.float16),
                     "top_ids": top_ids.to(torch.int32),
                     "top_logp": top_logp.to(torch.float16),
                 }
@@ -116,10 +120,15 @@ def compute_features(config: HeadConfig, target) -> Path:
     return out
 
 
-def collate(rows: list[dict], full_to_sub: torch.Tensor, noise: float, g: torch.Generator | None):
-    """Right-padded batch: ids (B, T), mask (B, T), input features f_{j-1} (B, T, d) (zeros at
-    j = 0, noised), target features f_j (B, T, d), sub-vocabulary top-K ids (B, T, K) (-1 outside)
-    and probabilities (B, T, K)."""
+def _features(hidden_states, layers: tuple[int, ...] | None) -> torch.Tensor:
+    return layer_features(hidden_states, layers) if layers else hidden_states[-1]  # (B, T, n d)
+
+
+def collate(rows: list[dict], full_to_sub: torch.Tensor, noise: float, g: torch.Generator | None, width: int = 0):
+    """Right-padded batch: ids (B, T), mask (B, T), input features f_{j-1} (B, T, n d) (zeros at
+    j = 0, noised; fused by the head), target features f_j (B, T, d) (the final state), sub-vocabulary
+    top-K ids (B, T, K) (-1 outside) and probabilities (B, T, K). ``width``: d (0: all of a row's
+    features are the final state)."""
     T = max(len(r["ids"]) for r in rows)
     B, d, K = len(rows), rows[0]["features"].shape[1], rows[0]["top_ids"].shape[1]
     ids = torch.zeros(B, T, dtype=torch.long)
@@ -133,11 +142,11 @@ def collate(rows: list[dict], full_to_sub: torch.Tensor, noise: float, g: torch.
         f[b, :n] = r["features"].float()
         top_ids[b, :n] = full_to_sub[r["top_ids"].long()]
         probs[b, :n] = r["top_logp"].float().exp()
-    inputs = torch.cat([torch.zeros(B, 1, d), f[:, :-1]], dim=1)  # (B, T, d) f_{j-1}
+    inputs = torch.cat([torch.zeros(B, 1, d), f[:, :-1]], dim=1)  # (B, T, n d) f_{j-1}
     if noise:
         rms = inputs.pow(2).mean().sqrt()
         inputs = inputs + noise * rms * (2 * torch.rand(inputs.shape, generator=g) - 1)
-    return ids, mask, inputs, f, top_ids, probs
+    return ids, mask, inputs, f[..., -width:] if width else f, top_ids, probs
 
 
 def unroll_mask(mask: torch.Tensor, s: int) -> torch.Tensor:
@@ -153,7 +162,7 @@ def unroll_mask(mask: torch.Tensor, s: int) -> torch.Tensor:
 def unroll(
     head: DraftHead, ids: torch.Tensor, inputs: torch.Tensor, mask: torch.Tensor, steps: int
 ) -> list[torch.Tensor]:
-    """EAGLE-3's training-time test: h^0 from the true features f_{j-1} (B, T, d), then each step s
+    """EAGLE-3's training-time test: h^0 from the true features f_{j-1} (B, T, n d, fused), then each step s
     from the previous step's own predictions h^{s-1}_{j-1}, over a cache holding every earlier step's
     keys (``unroll_mask``). Returns [h^0 .. h^{S-1}], each (B, T, d)."""
     from transformers import DynamicCache
@@ -164,7 +173,7 @@ def unroll(
     cache_name = forward_kwargs(model).cache  # transformers 5: "cache"; 4.x: "past_key_values"
     embeds = model.embed_tokens(ids)  # (B, T, d)
     positions = torch.arange(ids.shape[1])[None].expand_as(ids)
-    cache, features, out = DynamicCache(config=head.config), inputs, []
+    cache, features, out = DynamicCache(config=head.config), head.fused(inputs), []
     for s in range(steps):
         u = head.fc(torch.cat([embeds, features.to(embeds.dtype)], dim=-1))  # (B, T, d)
         h = model(
@@ -186,7 +195,7 @@ def head_loss(
     top-1 agreement with the target's argmax, over the real positions, averaged over ``steps``
     unrolled steps (``unroll``; position j of step s counts from j = s on); ``top1_s<s>`` per step."""
     ids, mask, inputs, f, top_ids, probs = batch
-    hs = unroll(head, ids, inputs, mask, steps) if steps > 1 else [head(ids, inputs, mask)]
+    hs = unroll(head, ids, inputs, mask, steps) if steps > 1 else [head(ids, head.fused(inputs), mask)]
     total, record = 0.0, {}
     for s, h in enumerate(hs):
         real = mask.bool() & (torch.arange(mask.shape[1]) >= s)[None]
@@ -215,21 +224,22 @@ def train(config: HeadConfig, target) -> Path:
     vocab = torch.tensor(sorted(data_ranking(train_rows, V)[: config.vocab_size]))
     full_to_sub = torch.full((V,), -1, dtype=torch.long)
     full_to_sub[vocab] = torch.arange(len(vocab))
-    head = (
-        load_head(config.init_head, target).train()
-        if config.init_head
-        else DraftHead.from_target(target, layer_index(target, config.init_layer), config.intermediate_size)
+    head = DraftHead.from_target(
+        target, layer_index(target, config.init_layer), config.intermediate_size, config.feature_layers
     )
-    head = head.float()
+    if config.init_head:  # its fc, layer and norm; a fuse it lacks stays the pass-through
+        head.load_state_dict(load_head(config.init_head, target).trained_state(), strict=False)
+    head = head.float().train()
     rows_w = target.lm_head.weight[vocab].detach().float()  # (V', d) frozen
     params = [p for n, p in head.named_parameters() if "embed_tokens" not in n and "lm_head" not in n]
     opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0, betas=(0.9, 0.95))
+    d = head.config.hidden_size
 
     def make_step(step: int):
         rng, g = random.Random(config.seed + step), torch.Generator().manual_seed(config.seed + step)
 
         def train_step():
-            batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub, config.feature_noise, g)
+            batch = collate(rng.sample(train_rows, config.batch_size), full_to_sub, config.feature_noise, g, d)
             out = head_loss(head, rows_w, batch, config.reg_weight, config.ttt_steps)
             return out["loss"], out
 
@@ -248,7 +258,7 @@ def _evaluate(head, rows_w, rows, full_to_sub, config: HeadConfig, batch_size: i
     for i in range(0, len(rows), batch_size):
         chunk = rows[i : i + batch_size]
         out = head_loss(
-            head, rows_w, collate(chunk, full_to_sub, 0.0, None), config.reg_weight, config.ttt_steps
+            head, rows_w, collate(chunk, full_to_sub, 0.0, None, head.config.hidden_size), config.reg_weight, config.ttt_steps
         )
         for k, v in out.items():
             sums[k] = sums.get(k, 0.0) + v.item() * len(chunk)
@@ -273,7 +283,7 @@ def chain_acceptance(
     hits, tries = [0] * k, [0] * k
     for row in rows:
         ids, f = row["ids"].long(), row["features"].float()
-        inputs = torch.cat([torch.zeros(1, f.shape[1]), f[:-1]])  # (T, d) f_{j-1}
+        inputs = head.fused(torch.cat([torch.zeros(1, f.shape[1]), f[:-1]]))  # (T, d) f_{j-1}
         start = row["start"]
         state = CausalLMState(
             lean, ids[None, :start], torch.ones(1, start, dtype=torch.long), features=inputs[None, :start]
@@ -301,7 +311,9 @@ def chain_acceptance(
 def export(config: HeadConfig, target) -> Path:
     """``config.out`` (models/smollm2-head, models/qwen-coder-head): fc, the layer and the norm in
     fp16, its config and the token ranking (README figures are written by hand from the logs)."""
-    head = DraftHead.from_target(target, layer_index(target, config.init_layer), config.intermediate_size)
+    head = DraftHead.from_target(
+        target, layer_index(target, config.init_layer), config.intermediate_size, config.feature_layers
+    )
     head.load_state_dict(torch.load(Path(config.work) / "train" / "ckpt.pt")["head"], strict=False)
     out = save_head(head, config.out)
     rows = torch.load(Path(config.work) / "features" / "train.pt")["rows"]

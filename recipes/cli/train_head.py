@@ -28,6 +28,8 @@ def add(kinds) -> None:
     g.add_argument("--num-chat", type=int, default=0, help="training rows of the target's own replies to chat requests")
     g.add_argument("--valid-chat", type=int, default=24, help="validation rows of them (with --num-chat)")
     g.add_argument("--chat-tokens", type=int, default=128, help="reply length of a chat row")
+    g.add_argument("--num-prose", type=int, default=0, help="training rows of prose (the installed distributions' descriptions)")
+    g.add_argument("--valid-prose", type=int, default=24, help="validation rows of prose (with --num-prose)")
     g.add_argument("--threads", type=int, default=2)
     g.set_defaults(run=_run_code_data)
 
@@ -55,10 +57,17 @@ def _add_head(kinds, name: str) -> None:
     h.add_argument(
         "--init-head", metavar="DIR", help="an exported head to start from (default: the target's last layer)"
     )
+    h.add_argument(
+        "--feature-layers",
+        type=_layers,
+        help="EAGLE-3: the target's hidden states the head fuses, comma-separated (transformers' numbering; the last the final state)",
+    )
+    h.add_argument("--reg-weight", type=float, help=f"weight of the feature regression (default {d.reg_weight}; EAGLE-3: 0)")
     h.set_defaults(run=_run_head, target=name)
     e = kinds.add_parser(f"{name}-head-export", help=f"write {d.out} (fp16) from the checkpoint")
     e.add_argument("--work", default=d.work)
     e.add_argument("--out", default=d.out)
+    e.add_argument("--feature-layers", type=_layers, help="as the head was trained with")
     e.set_defaults(run=_run_head_export, target=name)
     v = kinds.add_parser(f"{name}-head-eval", help="greedy acceptance per draft position on the validation rows")
     v.add_argument("--work", default=d.work)
@@ -68,6 +77,16 @@ def _add_head(kinds, name: str) -> None:
     v.add_argument("--threads", type=int, default=d.threads)
     v.add_argument("--rows", choices=("all", "chat", "code"), default="all", help="which validation rows")
     v.set_defaults(run=_run_head_eval, target=name)
+
+
+def _layers(text: str) -> tuple[int, ...]:
+    try:
+        layers = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"comma-separated layer numbers, got {text!r}") from None
+    if len(layers) < 2 or list(layers) != sorted(set(layers)) or layers[0] < 1:
+        raise argparse.ArgumentTypeError(f"two or more increasing layer numbers from 1, got {text!r}")
+    return layers
 
 
 def head_target(name: str):
@@ -100,7 +119,7 @@ def _run_head(args: argparse.Namespace) -> int:
         ("--ttt-steps", args.ttt_steps, 1 <= args.ttt_steps <= 8),
         ("--threads", args.threads, args.threads >= 1),
     )
-    keys = ("data", "work", "steps", "max_minutes", "threads", "lr", "ttt_steps", "init_head")
+    keys = ("data", "work", "steps", "max_minutes", "threads", "lr", "ttt_steps", "init_head", "feature_layers", "reg_weight")
     cfg = head_config(args.target, **{k: getattr(args, k) for k in keys})
     target = head_target(args.target)
     compute_features(cfg, target)
@@ -111,7 +130,8 @@ def _run_head(args: argparse.Namespace) -> int:
 def _run_head_export(args: argparse.Namespace) -> int:
     from recipes.head import export, head_config
 
-    print(export(head_config(args.target, work=args.work, out=args.out), head_target(args.target)))
+    cfg = head_config(args.target, work=args.work, out=args.out, feature_layers=args.feature_layers)
+    print(export(cfg, head_target(args.target)))
     return 0
 
 
@@ -152,7 +172,14 @@ def _run_code_data(args: argparse.Namespace) -> int:
 
     import torch
 
-    from recipes.code_data import CodeDataConfig, chat_requests, chat_rows, code_rows, write_shards
+    from recipes.code_data import (
+        CodeDataConfig,
+        chat_requests,
+        chat_rows,
+        code_rows,
+        prose_rows,
+        write_shards,
+    )
 
     check_ranges(
         ("--train-rows", args.train_rows, args.train_rows >= 1),
@@ -161,6 +188,8 @@ def _run_code_data(args: argparse.Namespace) -> int:
         ("--num-chat", args.num_chat, args.num_chat >= 0),
         ("--valid-chat", args.valid_chat, args.valid_chat >= 0),
         ("--chat-tokens", args.chat_tokens, args.chat_tokens >= 1),
+        ("--num-prose", args.num_prose, args.num_prose >= 0),
+        ("--valid-prose", args.valid_prose, args.valid_prose >= 0),
     )
     torch.set_num_threads(args.threads)
     cfg = replace(
@@ -177,6 +206,9 @@ def _run_code_data(args: argparse.Namespace) -> int:
     target_dir = resolve_model("qwen-coder", "auto").target
     tokenizer = AutoTokenizer.from_pretrained(target_dir)
     rows = code_rows(tokenizer, cfg)
+    if args.num_prose:
+        for split, more in prose_rows(tokenizer, cfg, {"train": args.num_prose, "valid": args.valid_prose}).items():
+            rows[split] += more
     if args.num_chat:
         from specvideo.text.generator import SpeculativeGenerator
 

@@ -176,7 +176,7 @@ class TextModels:
             elif isinstance(model, DraftHead):  # one layer over [embedding, feature]
                 # a target read from its GGUF file as it is has no dense tables: the head reads its runner's
                 tables = self.target_runner if model.llama.get_input_embeddings().weight.is_meta else None
-                self._runners[key] = LeanLlama(model.llama, vocab, fc=model.fc, tables=tables)
+                self._runners[key] = LeanLlama(model.llama, vocab, fc=model.fc, tables=tables, fuse=model.fuse)
             else:
                 self._runners[key] = LeanLlama(model, vocab)
         return self._runners[key]

@@ -56,7 +56,14 @@ def test_a_fim_row_keeps_the_tokens_in_order_and_cuts_prefix_start_and_suffix_en
     assert ids[s - 1] == tok("\n")["input_ids"][0]  # the prefix keeps its end
     assert ids[s + 1] == ord("z") % 900 and ids[start - 2] == ord("z") % 900  # the suffix keeps its start
     short, at = fim_row(tok, ["x\n"], ["y\n"], ["w\n"], size=64)
-    assert short == [pre, *tok("x\n")["input_ids"], suf, *tok("w\n")["input_ids"], mid, *tok("y\n")["input_ids"]]
+    assert short == [
+        pre,
+        *tok("x\n")["input_ids"],
+        suf,
+        *tok("w\n")["input_ids"],
+        mid,
+        *tok("y\n")["input_ids"],
+    ]
     assert at == 7
 
 
@@ -90,3 +97,19 @@ def test_chat_requests_are_no_benchmark_prompt_and_the_splits_share_none():
     test = {p.text for p in docstring_requests(0, packages=TEST_PACKAGES[:1])}
     assert test and not test & set(train + valid)
     assert chat_requests(40, "train", config) == train  # seeded
+
+
+def test_prose_rows_are_package_descriptions_split_by_distribution_and_never_the_test_packages():
+    from benchmarks.text.fim import TEST_PACKAGES
+    from recipes.code_data import prose_rows, prose_texts
+
+    texts = prose_texts()
+    assert texts and not {name for name, _ in texts} & set(TEST_PACKAGES)
+    rows = prose_rows(CharTokenizer(), CodeDataConfig(row_tokens=128), {"train": 10, "valid": 2})
+    assert len(rows["train"]) == 10 and len(rows["valid"]) == 2
+    assert not {r["source"] for r in rows["train"]} & {r["source"] for r in rows["valid"]}
+    assert all(
+        len(r["ids"]) == 128 and r["start"] == 32 and r["source"].startswith("prose:")
+        for rs in rows.values()
+        for r in rs
+    )

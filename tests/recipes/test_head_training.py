@@ -3,16 +3,19 @@ and the exported head drafting through SpeculativeGenerator with greedy output u
 
 from dataclasses import replace
 
+import pytest
 import torch
 
 from recipes.draft_data import DataConfig, run_data
 from recipes.head import HeadConfig, compute_features, export, train
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.models.head import is_draft_head
+from specvideo.text.models.head import is_draft_head, layer_features
 from tests.helpers import save_model_dir, tiny_tokenizer
 
 
-def test_head_recipe_runs_and_the_head_drafts(tmp_path):
+@pytest.mark.parametrize("feature_layers", [None, (1, 2)])
+def test_head_recipe_runs_and_the_head_drafts(tmp_path, feature_layers):
+    """Also EAGLE-3's head: the cached features are the low and the final layer side by side."""
     tok = tiny_tokenizer(300)
     target_dir = tmp_path / "target"
     target = save_model_dir(target_dir, len(tok), seed=0, tokenizer=tok, layers=2, context=8192)
@@ -32,13 +35,18 @@ def test_head_recipe_runs_and_the_head_drafts(tmp_path):
         warmup=1,
         valid_rows=2,
         threads=1,
+        feature_layers=feature_layers,
+        reg_weight=0.0 if feature_layers else 1.0,
+        ttt_steps=2 if feature_layers else 1,
     )
     compute_features(config, target)
     rows = torch.load(tmp_path / "work" / "features" / "train.pt")["rows"]
-    assert len(rows) == 6 and all(r["features"].shape == (len(r["ids"]), 32) for r in rows)
-    with torch.no_grad():  # the cached features are the target's final-normed hidden states
+    width = 32 * len(feature_layers or (1,))
+    assert len(rows) == 6 and all(r["features"].shape == (len(r["ids"]), width) for r in rows)
+    with torch.no_grad():  # the cached features are the target's final-normed hidden states (and a lower layer's)
         ids = rows[0]["ids"].long()[None]
-        expected = target(ids, output_hidden_states=True).hidden_states[-1][0]
+        states = target(ids, output_hidden_states=True).hidden_states
+        expected = layer_features(states, feature_layers)[0] if feature_layers else states[-1][0]
     torch.testing.assert_close(rows[0]["features"].float(), expected, atol=1e-2, rtol=1e-2)
     train(config, target)
     train(replace(config, steps=4), target)  # resumes from step 3
@@ -46,6 +54,7 @@ def test_head_recipe_runs_and_the_head_drafts(tmp_path):
     assert len(log) == 1 + 3 + 1 and '"step": 4' in log[-1]
     out = export(config, target)
     assert is_draft_head(out) and (out / "token_ranking.json").is_file()
+    assert '"specvideo_feature_layers"' in (out / "config.json").read_text() if feature_layers else True
     gen = SpeculativeGenerator.from_pretrained(str(target_dir), str(out), drafter="head-hybrid")
     plain = SpeculativeGenerator.from_models(gen.target, gen.tokenizer, drafter="none")
     prompt = [{"role": "user", "content": "sort a list"}]

@@ -47,6 +47,7 @@ class HeadDrafter(Drafter):
         self.device = input_ids.device
         self.target = self.verifier.state
         self.target.keep_hidden = True
+        self.target.feature_layers = self.head.feature_layers  # an EAGLE-3 head's: fused in commit
         self.state: CausalLMState | None = None  # starts after the target's prefill (the prompt's features)
         self._block = input_ids[0][attention_mask[0].bool()]  # (w,) what the target feeds before the draft
         self._drafted = False
@@ -98,13 +99,13 @@ class HeadDrafter(Drafter):
     def _accepted_with_features(self, draft: Draft, verdict: Verdict) -> tuple[torch.Tensor, torch.Tensor]:
         """Tokens x_{j+1} .. and features f_j .. from this round's verification: the target's block
         (w tokens, the prompt at first), then the accepted path and the next token. (n,), (n, d)."""
-        hidden = self.target.hidden[0]  # (w + n_draft, d) features of the target's fed block
+        hidden = self.target.hidden[0]  # (w + n_draft, d or 3 d) features of the target's fed block
         w = len(self._block)
         accepted, at = self._accepted(draft, verdict)
         at = w + at
         tokens = torch.cat([self._block[1:], accepted, verdict.next_item[:1]])  # (w - 1 + a + 1,)
         rows = torch.cat([torch.arange(w, device=self.device), at])  # features f at the previous token
-        return tokens, hidden[rows]
+        return tokens, self.head.fused(hidden[rows])
 
     def _accepted(self, draft: Draft, verdict: Verdict) -> tuple[torch.Tensor, torch.Tensor]:
         """The accepted tokens (a,) and their places in the drafted block (a,)."""

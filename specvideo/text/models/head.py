@@ -9,6 +9,12 @@ hidden state at position j - 1, the vector the target's LM head reads):
     q(x_{j+1}) = softmax(h_j W_vocab^T)          the target's output rows (FR-Spec vocabulary)
 
 h_j is trained to be f_j (regression) and its logits to be the target's distribution (distillation).
+
+With ``feature_layers`` (EAGLE-3, Li et al. 2025) the feature is fused from a low, a middle and a
+high layer of the target: f_{j-1} = fuse([rms(s_low), rms(s_mid), f]) (3d -> d, no bias), where
+s_i is the target's hidden state i in transformers' numbering (0 the embeddings, i the output of
+layer i - 1, the last the final-normed state f) and rms a weightless RMS normalisation
+(``layer_features``). ``fuse`` starts as [0, 0, I]: the head then reads f alone, as before.
 Drafting further than one token feeds the head its own h_j in place of the feature it does not have
 yet. The head shares the target's embeddings and output projection, so its files hold the fc and
 one layer: ``config.json`` (a one-layer config of the target's architecture, marked ``"specvideo_draft_head": true``) and
@@ -31,6 +37,19 @@ from specvideo.text.models.shared_draft import write_weights
 
 HEAD_MARKER = "specvideo_draft_head"
 INIT_KEY = "specvideo_init_layer"
+LAYERS_KEY = "specvideo_feature_layers"
+
+
+def layer_features(hidden_states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
+    """The target's states ``layers`` (transformers' numbering, each (B, T, d)) side by side, RMS
+    normalised without a weight, the final-normed last state as it is: (B, T, len(layers) d)."""
+    last = len(hidden_states) - 1
+    parts = [hidden_states[i] if i == last else _rms(hidden_states[i]) for i in layers]
+    return torch.cat(parts, dim=-1)
+
+
+def _rms(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
 
 
 def is_draft_head(path: str | os.PathLike) -> bool:
@@ -50,6 +69,8 @@ class DraftHead(nn.Module):
             raise ValueError(f"a draft head has one decoder layer, got {config.num_hidden_layers}")
         d = config.hidden_size
         self.fc = nn.Linear(2 * d, d, bias=True)
+        self.feature_layers = tuple(getattr(config, LAYERS_KEY, None) or ())
+        self.fuse = nn.Linear(len(self.feature_layers) * d, d, bias=False) if self.feature_layers else None
         self.llama = AutoModelForCausalLM.from_config(config)
 
     @property
@@ -58,12 +79,17 @@ class DraftHead(nn.Module):
 
     @classmethod
     def from_target(
-        cls, target: PreTrainedModel, init_layer: int | None = None, intermediate_size: int | None = None
+        cls,
+        target: PreTrainedModel,
+        init_layer: int | None = None,
+        intermediate_size: int | None = None,
+        feature_layers: tuple[int, ...] | None = None,
     ) -> DraftHead:
         """A head of the target's width sharing its embeddings; its layer a copy of target layer
         ``init_layer`` (None: random), its norm the target's final norm, fc the sum of the
         embedding and the feature (a start that already passes both through). ``intermediate_size``
-        narrows the MLP (a size budget) to the layer's ``intermediate_size`` strongest units."""
+        narrows the MLP (a size budget) to the layer's ``intermediate_size`` strongest units.
+        ``feature_layers`` (EAGLE-3; the last must be the final state) adds ``fuse``."""
         config = copy.deepcopy(target.config)
         config.num_hidden_layers = 1
         if getattr(config, "layer_types", None):
@@ -71,6 +97,10 @@ class DraftHead(nn.Module):
         if intermediate_size:
             config.intermediate_size = intermediate_size
         setattr(config, HEAD_MARKER, True)
+        if feature_layers:
+            if feature_layers[-1] != target.config.num_hidden_layers:
+                raise ValueError(f"the last fused layer is the final state {target.config.num_hidden_layers}, got {feature_layers}")
+            setattr(config, LAYERS_KEY, list(feature_layers))
         head = cls(config).to(target.dtype)
         d = config.hidden_size
         with torch.no_grad():
@@ -81,19 +111,32 @@ class DraftHead(nn.Module):
             head.llama.model.norm.load_state_dict(target.model.norm.state_dict())
             head.fc.weight.copy_(torch.cat([torch.eye(d), torch.eye(d)], dim=1))
             head.fc.bias.zero_()
+            if head.fuse is not None:
+                head.init_fuse()
         share_embeddings(head, target)
         return head
 
+    def init_fuse(self) -> None:
+        """fuse = [0, .., 0, I]: the fused feature is the final state f (an f-only head's input)."""
+        d = self.config.hidden_size
+        with torch.no_grad():
+            self.fuse.weight.zero_()
+            self.fuse.weight[:, -d:].copy_(torch.eye(d))
+
+    def fused(self, features: torch.Tensor) -> torch.Tensor:
+        """(B, T, n d) target features of ``layer_features`` -> (B, T, d) the head's input feature
+        (the same tensor for a head without ``feature_layers``)."""
+        return features if self.fuse is None else self.fuse(features.to(self.fuse.weight.dtype))
     def forward(
         self, input_ids: torch.Tensor, features: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
-        """input_ids (B, T) x_j, features (B, T, d) f_{j-1} -> predicted features h (B, T, d)."""
+        """input_ids (B, T) x_j, features (B, T, d) f_{j-1} (fused already) -> predicted features h (B, T, d)."""
         embeds = self.llama.model.embed_tokens(input_ids)  # (B, T, d)
         u = self.fc(torch.cat([embeds, features.to(embeds.dtype)], dim=-1))  # (B, T, d)
         return self.llama.model(inputs_embeds=u, attention_mask=attention_mask).last_hidden_state
 
     def trained_state(self) -> dict[str, torch.Tensor]:
-        """fc, the layer and the norm: everything but the shared embeddings and output rows."""
+        """fc (and fuse), the layer and the norm: everything but the shared embeddings and output rows."""
         return {k: v for k, v in self.state_dict().items() if "embed_tokens" not in k and "lm_head" not in k}
 
 
@@ -131,11 +174,14 @@ def load_head(path: str | os.PathLike, target: PreTrainedModel) -> DraftHead:
     """The head in ``path`` on the target's embeddings; a clear error for a mismatched target."""
     path = Path(path)
     config = AutoConfig.from_pretrained(path)
-    for name in ("hidden_size", "vocab_size"):
-        if getattr(config, name) != getattr(target.config, name, None):
+    layers = getattr(config, LAYERS_KEY, None)
+    names = ("hidden_size", "vocab_size") + (("num_hidden_layers",) if layers else ())
+    for name in names:
+        mine = layers[-1] if name == "num_hidden_layers" else getattr(config, name)
+        if mine != getattr(target.config, name, None):
             raise ValueError(
                 f"the draft head in {path} reads its target's features and needs a target with "
-                f"{name}={getattr(config, name)}, got {getattr(target.config, name, None)}"
+                f"{name}={mine}, got {getattr(target.config, name, None)}"
             )
     with torch.device("meta"):  # no (V, d) tables of its own: it shares the target's
         head = DraftHead(config)

@@ -25,8 +25,10 @@ end (``CausalLMState``). A block's logits then equal the 1-token steps' bit for 
 
 Two extras serve the draft head (``specvideo.text.models.head``): with ``fc`` (the head's input projection)
 each token's input is ``fc([embedding, feature])`` for the ``features`` passed beside the tokens, and
-``output_hidden_states=True`` returns the final-normed hidden state of every fed position (the
-target's features the head reads; the head's own predicted features).
+``output_hidden_states=True`` returns transformers' hidden states of every fed position (the
+embeddings, each layer's output, the final-normed state last: the target's features the head reads;
+the head's own predicted features); with ``fuse`` (an EAGLE-3 head) ``fused`` maps the target's
+``layer_features`` to the head's input.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from torch import nn
 from transformers import PreTrainedModel
 
 from specvideo.device import packs_float32
+from specvideo.text.models.head import LAYERS_KEY
 from specvideo.text.models.precision import LEAN_MODEL_TYPES  # qwen2: Llama with q/k/v biases
 from specvideo.text.models.vocab import check_vocabulary
 from specvideo.text.runtime import invariant
@@ -72,6 +75,7 @@ class LeanLlama(nn.Module):
         packed: bool = False,
         fc: nn.Linear | None = None,
         invariant: bool = False,
+        fuse: nn.Linear | None = None,
         weights: str | None = None,
         gguf: str | None = None,
         tables: LeanLlama | None = None,
@@ -125,6 +129,9 @@ class LeanLlama(nn.Module):
             self.norm_weight = model.model.norm.weight.detach()  # (d,) for the hidden states
             # a draft head's input projection (2d -> d) over [token embedding, feature]
             self.fc = None if fc is None else (fc.weight.detach(), None if fc.bias is None else fc.bias.detach())
+            # an EAGLE-3 head's fusion of the target's layers (n d -> d, ``fused``) and which they are
+            self.fuse = None if fuse is None else fuse.weight.detach()
+            self.feature_layers = tuple(getattr(config, LAYERS_KEY, None) or ())
             self.cos, self.sin = self._rope_tables(model)  # (T, D) each
             self._packed, self._bias = self._pack() if packed else ({}, {})
             self.weights = weights
@@ -153,7 +160,7 @@ class LeanLlama(nn.Module):
         if self.embed.is_meta:
             self.embed = _block_rows(loaded.embed, torch.zeros(1, dtype=torch.long))
         self.act_dtype = torch.float32  # llama.cpp's activations
-        self.vocab_size, self.vocab, self.fc = loaded.embed.shape[0], None, None
+        self.vocab_size, self.vocab, self.fc, self.fuse, self.feature_layers = loaded.embed.shape[0], None, None, None, ()
         self._packed, self._bias = {}, {}
         self.cos, self.sin = self._rope_tables(model)
         self.invariant = True
@@ -255,18 +262,25 @@ class LeanLlama(nn.Module):
             cache.reserve(max((p.calls[-1].width for p in plans if p.calls), default=0) - start)
         else:
             mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
+        states = [x] if output_hidden_states else None  # transformers' hidden_states, (B, n, d) each
         for i, layer in enumerate(self.layers):
             x = x + self._attend(i, layer, self._norm(x, layer.in_norm), cos, sin, mask, cache)
             gate, up = self._linear(self._norm(x, layer.post_norm), layer.gate_up).chunk(2, -1)  # (B, n, I) each
             x = x + self._linear(F.silu(gate) * up, layer.down)  # (B, n, d)
+            if states is not None:
+                states.append(x)
         cache.length = start + n
-        hidden = (self._norm(x) * self.norm_weight,) if output_hidden_states else None  # (B, n, d)
+        hidden = (*states[:-1], self._norm(x) * self.norm_weight) if output_hidden_states else None
         x = self._norm(x[:, -logits_to_keep:] if logits_to_keep else x, self.head_norm)
         logits = self._linear(x, self.lm_head)  # (B, n_keep, V')
         if self.vocab is not None:  # back to the full vocabulary, -inf outside the draft's
             full = logits.new_full((*logits.shape[:-1], self.vocab_size), float("-inf"))  # (B, n_keep, V)
             logits = full.index_copy_(-1, self.vocab, logits)
         return SimpleNamespace(logits=logits, hidden_states=hidden)  # (B, n_keep, V)
+
+    def fused(self, features: torch.Tensor) -> torch.Tensor:
+        """(.., n d) the target's ``layer_features`` -> (.., d) this head's input feature."""
+        return features if self.fuse is None else F.linear(features.to(self.fuse.dtype), self.fuse)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
         """RMSNorm; its weight folded into the next projection unless given (GGUF weights)."""

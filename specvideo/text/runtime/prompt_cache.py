@@ -86,8 +86,8 @@ class PromptCache:
         best, reused = None, 0
         for entry in self.entries.values():
             n = _common_prefix(entry.ids, ids)
-            if state.keep_hidden and entry.hidden is None:
-                continue  # a head drafter needs the prefix's features
+            if state.keep_hidden and (entry.hidden is None or entry.hidden.shape[-1] != state.feature_width):
+                continue  # a head drafter needs the prefix's features, of its layers
             if n > reused:
                 best, reused = entry, n
         reused = state.restorable(min(reused, len(ids) - 1))

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
+from specvideo.text.models.head import layer_features
 from specvideo.text.models.loading import context_length
 from specvideo.text.runtime.invariant import PREFILL_CHUNK
 from specvideo.text.runtime.kv_cache import KV, make_slot_cache
@@ -66,6 +67,7 @@ class CausalLMState(BatchRows):
         self.pending_valid = attention_mask.bool()  # (B, n)
         self.pending_features = features  # (B, n, d) beside the pending tokens (a draft head's), or None
         self.keep_hidden = False  # leave each forward's final hidden states in ``hidden``
+        self.feature_layers: tuple[int, ...] = ()  # or the layers an EAGLE-3 head fuses (``_keep_hidden``)
         self.hidden: torch.Tensor | None = None  # (B', n, d) of the last forward's fed block
         self.full = bool(self.pending_valid.all())  # no hole anywhere: no attention mask needed
         self.max_position = context_length(model) - 1
@@ -257,8 +259,16 @@ class CausalLMState(BatchRows):
         return extra
 
     def _keep_hidden(self, out) -> None:
+        """The features a head reads: the final-normed state (B', n, d), or with ``feature_layers``
+        (an EAGLE-3 head's) those layers' ``layer_features`` (B', n, len(layers) d)."""
         if self.keep_hidden:
-            self.hidden = out.hidden_states[-1]  # (B', n, d) final-normed
+            states = out.hidden_states
+            self.hidden = layer_features(states, self.feature_layers) if self.feature_layers else states[-1]
+
+    @property
+    def feature_width(self) -> int:
+        """The width of ``hidden`` (what a restored prefix's features must have)."""
+        return self.model.config.hidden_size * max(1, len(self.feature_layers))
 
 @dataclass(frozen=True)
 class ForwardKwargs:
