@@ -171,6 +171,18 @@ def prose_rows(tokenizer, config: CodeDataConfig, want: dict[str, int], windows:
     return {s: r[: want[s]] for s, r in rows.items()}
 
 
+KINDS = ("code", "fim", "prose", "chat")
+
+
+def row_kind(row: dict, fim_prefix: int) -> str:
+    """Which of ``KINDS`` a row is: the target's chat reply, prose, a FIM-laid-out file (it opens
+    with the ``fim_prefix`` id) or plain code."""
+    source = row.get("source", "")
+    if source == "chat" or source.startswith("prose:"):
+        return source.split(":")[0]
+    return "fim" if int(row["ids"][0]) == fim_prefix else "code"
+
+
 def write_shards(rows: dict[str, list[dict]], work: str | Path, per_shard: int = 64) -> Path:
     from recipes.draft import _save
 

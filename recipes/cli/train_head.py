@@ -75,7 +75,12 @@ def _add_head(kinds, name: str) -> None:
     v.add_argument("--k", type=int, default=5)
     v.add_argument("--draft-vocab", type=int, default=2048, help="FR-Spec tokens it drafts from (0 = all)")
     v.add_argument("--threads", type=int, default=d.threads)
-    v.add_argument("--rows", choices=("all", "chat", "code"), default="all", help="which validation rows")
+    v.add_argument(
+        "--rows",
+        choices=("all", "code", "fim", "prose", "chat"),
+        default="all",
+        help="which validation rows (code: plain files, fim: laid out for fill-in-the-middle, chat: the target's replies)",
+    )
     v.set_defaults(run=_run_head_eval, target=name)
 
 
@@ -87,6 +92,14 @@ def _layers(text: str) -> tuple[int, ...]:
     if len(layers) < 2 or list(layers) != sorted(set(layers)) or layers[0] < 1:
         raise argparse.ArgumentTypeError(f"two or more increasing layer numbers from 1, got {text!r}")
     return layers
+
+
+def _token_id(target: str, token: str) -> int:
+    from transformers import AutoTokenizer
+
+    from specvideo.text.models.names import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model(target, "auto").target).convert_tokens_to_ids(token)
 
 
 def head_target(name: str):
@@ -118,6 +131,7 @@ def _run_head(args: argparse.Namespace) -> int:
         ("--lr", args.lr, args.lr > 0),
         ("--ttt-steps", args.ttt_steps, 1 <= args.ttt_steps <= 8),
         ("--threads", args.threads, args.threads >= 1),
+        ("--reg-weight", args.reg_weight, args.reg_weight is None or args.reg_weight >= 0),
     )
     keys = ("data", "work", "steps", "max_minutes", "threads", "lr", "ttt_steps", "init_head", "feature_layers", "reg_weight")
     cfg = head_config(args.target, **{k: getattr(args, k) for k in keys})
@@ -151,8 +165,12 @@ def _run_head_eval(args: argparse.Namespace) -> int:
         ranked_vocabulary(args.head, args.draft_vocab, target.config.vocab_size) if args.draft_vocab else None
     )
     rows = torch.load(Path(args.work) / "features" / "valid.pt")["rows"]
-    if args.rows != "all":  # chat rows are the target's replies (source "chat"), the others code
-        rows = [r for r in rows if (r.get("source") == "chat") == (args.rows == "chat")]
+    if args.rows != "all":
+        from recipes.code_data import row_kind
+        from specvideo.text.prompts import FIM_TOKENS
+
+        fim_prefix = -1 if args.target == "smollm2" else _token_id(args.target, FIM_TOKENS[0])  # SmolLM2: no FIM
+        rows = [r for r in rows if row_kind(r, fim_prefix) == args.rows]
     values = chain_acceptance(head, rows, vocab, args.k)
     print(
         json.dumps(

@@ -107,3 +107,8 @@ def test_head_cli_refuses_out_of_range_flags(capsys):
     assert "--lr is out of range: -1.0" in capsys.readouterr().err
     assert main(["train", "smollm2-head", "--init-head", "/nonexistent/head"]) == 2
     assert "--init-head /nonexistent/head is not an exported draft head" in capsys.readouterr().err
+    assert main(["train", "smollm2-head", "--reg-weight", "-1"]) == 2
+    assert "--reg-weight is out of range: -1.0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "smollm2-head", "--feature-layers", "15,3"])
+    assert "two or more increasing layer numbers" in capsys.readouterr().err

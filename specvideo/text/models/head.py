@@ -125,8 +125,10 @@ class DraftHead(nn.Module):
 
     def fused(self, features: torch.Tensor) -> torch.Tensor:
         """(B, T, n d) target features of ``layer_features`` -> (B, T, d) the head's input feature
-        (the same tensor for a head without ``feature_layers``)."""
-        return features if self.fuse is None else self.fuse(features.to(self.fuse.weight.dtype))
+        (for a head without ``feature_layers``: the last d, the final state)."""
+        if self.fuse is None:
+            return features[..., -self.config.hidden_size :]
+        return self.fuse(features.to(self.fuse.weight.dtype))
     def forward(
         self, input_ids: torch.Tensor, features: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
