@@ -17,7 +17,7 @@ from gguf.quants import dequantize  # noqa: E402
 
 from specvideo.text.models.gguf_weights import decode, reverse_permute_rows  # noqa: E402
 
-BLOCK = {"Q4_K": (256, 144), "Q6_K": (256, 210), "Q4_1": (32, 20), "Q8_0": (32, 34)}
+BLOCK = {"Q4_K": (256, 144), "Q6_K": (256, 210), "Q4_1": (32, 20), "Q5_0": (32, 22), "Q8_0": (32, 34)}
 
 
 def random_blocks(type_name: str, N: int, K: int, seed: int = 0) -> np.ndarray:
@@ -29,7 +29,8 @@ def random_blocks(type_name: str, N: int, K: int, seed: int = 0) -> np.ndarray:
     if type_name == "Q6_K":
         raw[..., 208:210] = scales[..., :2]
     else:  # d (and dmin / m) lead the block
-        raw[..., 0:4 if type_name != "Q8_0" else 2] = scales[..., : 4 if type_name != "Q8_0" else 2]
+        lead = 2 if type_name in ("Q5_0", "Q8_0") else 4  # d alone, or d and dmin / m
+        raw[..., 0:lead] = scales[..., :lead]
     return raw.reshape(N, -1)
 
 

@@ -2,8 +2,9 @@
 
 Each block type is decoded from its bytes into codes and scales (numpy, vectorised over blocks):
 Q4_K (d, dmin and 6-bit scales and minimums of 8 sub-blocks of 32), Q6_K (d and int8 scales of
-16 sub-blocks of 16, 6-bit codes split into 4 low and 2 high bits), Q4_1 (d and m per 32) and Q8_0
-(d per 32). ``dequantize()`` of the result equals the gguf package's dequantisation bit for bit
+16 sub-blocks of 16, 6-bit codes split into 4 low and 2 high bits), Q4_1 (d and m per 32), Q5_0
+(d per 32, 4 low bits and 1 high bit a code, held as 8-bit codes: exact, 10.5 bits a weight in
+place of the file's 5.5) and Q8_0 (d per 32). ``dequantize()`` of the result equals the gguf package's dequantisation bit for bit
 (tests/text/test_gguf_weights.py). A float tensor (F32/F16/BF16) comes back dense.
 
 llama's q and k projections are stored with their rows permuted for llama.cpp's rotary layout;
@@ -23,7 +24,7 @@ import torch
 from specvideo.text.models.gguf_file import GGUFFile
 from specvideo.text.runtime.kquant import TILE, KQuantWeight, Stacked, fuse, pack
 
-SUPPORTED = ("Q4_K", "Q6_K", "Q4_1", "Q8_0")
+SUPPORTED = ("Q4_K", "Q6_K", "Q4_1", "Q5_0", "Q8_0")
 
 
 def _f16(raw: np.ndarray) -> np.ndarray:
@@ -72,6 +73,14 @@ def decode(data: np.ndarray, type_name: str, K: int) -> KQuantWeight:
         qs = blocks[..., 4:]
         u = np.concatenate([qs & 0xF, qs >> 4], -1).reshape(N, K)
         parts = (u, ones(K // 32), ones(K // 32), d, -m, 4, 32, 1)  # d u + m
+    elif type_name == "Q5_0":
+        blocks = data.reshape(N, K // 32, 22)
+        d = _f16(blocks[..., 0:2])
+        qh = blocks[..., 2:6].copy().view(np.uint32)  # (N, B, 1) bit j: value j's fifth bit
+        high = ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)  # (N, B, 32)
+        qs = blocks[..., 6:]  # (N, B, 16): values j (low nibble) and j + 16 (high nibble)
+        u = (np.concatenate([qs & 0xF, qs >> 4], -1) | (high << 4)).reshape(N, K)
+        parts = (u, ones(K // 32), ones(K // 32), d, 16 * d, 8, 32, 1)  # d (u - 16)
     elif type_name == "Q8_0":
         blocks = data.reshape(N, K // 32, 34)
         d = _f16(blocks[..., 0:2])
