@@ -131,10 +131,11 @@ class TextModels:
             return runner
         return self.target
 
-    def _gguf_source(self) -> str | None:
+    def _gguf_source(self, model: PreTrainedModel | None = None) -> str | None:
+        """The GGUF file the target's runner reads, or that of ``model`` (a draft read as it is)."""
         from specvideo.text.models.gguf import weights_source
 
-        return weights_source(self.target, self.weights)
+        return weights_source(self.target, self.weights) if model is None else weights_source(model, "gguf")
 
     @property
     def lean_target(self) -> bool:
@@ -177,6 +178,10 @@ class TextModels:
                 # a target read from its GGUF file as it is has no dense tables: the head reads its runner's
                 tables = self.target_runner if model.llama.get_input_embeddings().weight.is_meta else None
                 self._runners[key] = LeanLlama(model.llama, vocab, fc=model.fc, tables=tables, fuse=model.fuse)
+            elif getattr(model, "specvideo_released", False):  # a draft read from its GGUF file as it is
+                if vocab is not None:
+                    raise ValueError("a draft run in its GGUF file's blocks proposes from its whole vocabulary (draft_vocab_size=0)")
+                self._runners[key] = LeanLlama(model, weights="gguf", gguf=self._gguf_source(model))
             else:
                 self._runners[key] = LeanLlama(model, vocab)
         return self._runners[key]

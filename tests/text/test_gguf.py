@@ -139,6 +139,7 @@ def test_the_code_pairs_target_is_read_as_it_is_and_its_draft_converted_only_whe
 
     files = [tmp_path / "target.gguf", tmp_path / "draft.gguf"]
     asked, read = {}, []
+    monkeypatch.setattr(names, "_runs_as_it_is", lambda f, device: False)
     monkeypatch.setattr(names, "_qwen_coder_files", lambda: files)
     monkeypatch.setattr(names, "_stored", lambda f, dtype, device: {"gguf": "float32", "auto": "bfloat16", "float32": "float32"}[dtype])
     monkeypatch.setattr(names, "converted_dir", lambda f, dtype: asked.setdefault(f.stem, dtype) and tmp_path / f.stem)
@@ -149,3 +150,6 @@ def test_the_code_pairs_target_is_read_as_it_is_and_its_draft_converted_only_whe
     assert choice.draft == str(tmp_path / "draft") and asked == {"draft": "bfloat16"}
     assert names.resolve_model("qwen-coder", "float32").draft == str(tmp_path / "draft")
     assert asked == {"draft": "bfloat16", "target": "float32"}
+    # where the kernel runs the draft's blocks (every tensor type mapped), it is read as it is too
+    monkeypatch.setattr(names, "_runs_as_it_is", lambda f, device: True)
+    assert choice.draft == str(tmp_path / "draft-meta") and read[-1] == "draft"

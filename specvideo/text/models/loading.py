@@ -63,6 +63,10 @@ def load_causal_lm(path: str, dtype: torch.dtype = torch.float32) -> PreTrainedM
 def load_draft(path: str, target: PreTrainedModel, dtype: torch.dtype = torch.float32) -> PreTrainedModel:
     """A draft directory: a full causal LM, layers that share the target's embeddings, or a draft
     head on the target's features."""
+    from specvideo.text.models.gguf import is_metadata_dir, load_gguf_target
+
+    if is_metadata_dir(path):  # a GGUF file's config and tables: its blocks run it (TextModels.draft_runner)
+        return load_gguf_target(path)
     if is_shared_draft(path) or is_draft_head(path):
         try:
             return (load_head if is_draft_head(path) else load_shared_draft)(path, target)

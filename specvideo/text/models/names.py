@@ -36,12 +36,23 @@ class ModelChoice:
 
     @property
     def draft(self) -> str | None:
-        """The draft model's directory, converted from its GGUF file on first use (only a model
-        drafter asks for it: the pair's head and the model-free drafters never convert it)."""
+        """The draft model's directory: where specvideo's kernel runs its GGUF file's blocks, the
+        file's config and tokenizer (``metadata_dir``), else converted from the file on first use
+        (only a model drafter asks for it: the pair's head and the model-free drafters never do)."""
         if self.draft_file is None or Path(self.draft_file).suffix != ".gguf":
             return None if self.draft_file is None else str(self.draft_file)
         source = Path(self.draft_file)
+        if _runs_as_it_is(source, self.device):  # its blocks on the kernel: config and tokenizer only
+            return str(metadata_dir(source))
         return str(converted_dir(source, dtype=_stored(source, self.draft_dtype, self.device)))
+
+
+def _runs_as_it_is(source: Path, device: str | None) -> bool:
+    """Whether specvideo's kernel runs GGUF file ``source`` in its own blocks here."""
+    from specvideo.text.models.gguf_weights import unheld
+    from specvideo.text.runtime import kernels
+
+    return (device or "cpu") == "cpu" and kernels.built() and not unheld(source)
 
 
 def is_named(spec: str | None) -> bool:
