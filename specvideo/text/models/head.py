@@ -11,10 +11,12 @@ hidden state at position j - 1, the vector the target's LM head reads):
 h_j is trained to be f_j (regression) and its logits to be the target's distribution (distillation).
 
 With ``feature_layers`` (EAGLE-3, Li et al. 2025) the feature is fused from a low, a middle and a
-high layer of the target: f_{j-1} = fuse([rms(s_low), rms(s_mid), f]) (3d -> d, no bias), where
-s_i is the target's hidden state i in transformers' numbering (0 the embeddings, i the output of
-layer i - 1, the last the final-normed state f) and rms a weightless RMS normalisation
-(``layer_features``). ``fuse`` starts as [0, 0, I]: the head then reads f alone, as before.
+high layer of the target: g_{j-1} = f_{j-1} + fuse([rms(s_low), rms(s_mid)]) (2d -> d, no bias),
+where s_i is the target's hidden state i in transformers' numbering (0 the embeddings, i the output
+of layer i - 1, the last the final-normed state f) and rms a weightless RMS normalisation
+(``layer_features``). EAGLE-3's fc over all three is this with its block on f fixed to I, which
+loses nothing (``fc`` maps g linearly next) and saves a d x d matrix (the head's size budget).
+``fuse`` starts at zero: the head then reads f alone, as an f-only head does.
 Drafting further than one token feeds the head its own h_j in place of the feature it does not have
 yet. The head shares the target's embeddings and output projection, so its files hold the fc and
 one layer: ``config.json`` (a one-layer config of the target's architecture, marked ``"specvideo_draft_head": true``) and
@@ -70,7 +72,7 @@ class DraftHead(nn.Module):
         d = config.hidden_size
         self.fc = nn.Linear(2 * d, d, bias=True)
         self.feature_layers = tuple(getattr(config, LAYERS_KEY, None) or ())
-        self.fuse = nn.Linear(len(self.feature_layers) * d, d, bias=False) if self.feature_layers else None
+        self.fuse = nn.Linear((len(self.feature_layers) - 1) * d, d, bias=False) if self.feature_layers else None
         self.llama = AutoModelForCausalLM.from_config(config)
 
     @property
@@ -89,7 +91,7 @@ class DraftHead(nn.Module):
         ``init_layer`` (None: random), its norm the target's final norm, fc the sum of the
         embedding and the feature (a start that already passes both through). ``intermediate_size``
         narrows the MLP (a size budget) to the layer's ``intermediate_size`` strongest units.
-        ``feature_layers`` (EAGLE-3; the last must be the final state) adds ``fuse``."""
+        ``feature_layers`` (EAGLE-3; the last must be the final state) adds ``fuse`` (zero)."""
         config = copy.deepcopy(target.config)
         config.num_hidden_layers = 1
         if getattr(config, "layer_types", None):
@@ -117,18 +119,18 @@ class DraftHead(nn.Module):
         return head
 
     def init_fuse(self) -> None:
-        """fuse = [0, .., 0, I]: the fused feature is the final state f (an f-only head's input)."""
-        d = self.config.hidden_size
+        """fuse = 0: the fused feature is the final state f (an f-only head's input)."""
         with torch.no_grad():
             self.fuse.weight.zero_()
-            self.fuse.weight[:, -d:].copy_(torch.eye(d))
 
     def fused(self, features: torch.Tensor) -> torch.Tensor:
         """(B, T, n d) target features of ``layer_features`` -> (B, T, d) the head's input feature
-        (for a head without ``feature_layers``: the last d, the final state)."""
+        g = f + fuse(the lower layers) (for a head without ``feature_layers``: f, the last d)."""
+        d = self.config.hidden_size
+        f = features[..., -d:]
         if self.fuse is None:
-            return features[..., -self.config.hidden_size :]
-        return self.fuse(features.to(self.fuse.weight.dtype))
+            return f
+        return f.to(self.fuse.weight.dtype) + self.fuse(features[..., :-d].to(self.fuse.weight.dtype))
     def forward(
         self, input_ids: torch.Tensor, features: torch.Tensor, attention_mask: torch.Tensor | None = None
     ) -> torch.Tensor:

@@ -129,7 +129,7 @@ class LeanLlama(nn.Module):
             self.norm_weight = model.model.norm.weight.detach()  # (d,) for the hidden states
             # a draft head's input projection (2d -> d) over [token embedding, feature]
             self.fc = None if fc is None else (fc.weight.detach(), None if fc.bias is None else fc.bias.detach())
-            # an EAGLE-3 head's fusion of the target's layers (n d -> d, ``fused``) and which they are
+            # an EAGLE-3 head's fusion of the target's lower layers ((n - 1) d -> d, ``fused``) and which they are
             self.fuse = None if fuse is None else fuse.weight.detach()
             self.feature_layers = tuple(getattr(config, LAYERS_KEY, None) or ())
             self.cos, self.sin = self._rope_tables(model)  # (T, D) each
@@ -279,8 +279,12 @@ class LeanLlama(nn.Module):
         return SimpleNamespace(logits=logits, hidden_states=hidden)  # (B, n_keep, V)
 
     def fused(self, features: torch.Tensor) -> torch.Tensor:
-        """(.., n d) the target's ``layer_features`` -> (.., d) this head's input feature."""
-        return features if self.fuse is None else F.linear(features.to(self.fuse.dtype), self.fuse)
+        """(.., n d) the target's ``layer_features`` -> (.., d) this head's input feature: the final
+        state f plus ``fuse`` of the lower layers (``DraftHead.fused``)."""
+        d = self.config.hidden_size
+        if self.fuse is None:
+            return features[..., -d:]
+        return features[..., -d:].to(self.fuse.dtype) + F.linear(features[..., :-d].to(self.fuse.dtype), self.fuse)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
         """RMSNorm; its weight folded into the next projection unless given (GGUF weights)."""
