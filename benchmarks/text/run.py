@@ -24,6 +24,7 @@ from benchmarks.text.results import BenchResults, aggregate, assistant_settings,
 from benchmarks.text.workloads import workload_prompts
 from specvideo.text.models.loading import context_length
 from specvideo.text.runtime.packing import packed_linears
+from specvideo.text.text_models import place
 
 
 def run_benchmark(
@@ -46,8 +47,8 @@ def run_benchmark(
         target, draft, tokenizer = load_models(config)
     if tokenizer is None:
         raise ValueError("the text benchmark needs a tokenizer (none given, none in the target directory)")
-    target = target.to(device).eval()
-    draft = draft.to(device).eval() if draft is not None else None
+    target = place(target, device).eval()  # a model read from its GGUF file as it is keeps its meta tensors
+    draft = place(draft, device).eval() if draft is not None else None
     bench_prompts = resolve_prompts(config, prompts)
     context = min(context_length(m) for m in (target, draft) if m is not None)
     prompt_ids = [encode(p, tokenizer, context, config.max_new_tokens, device) for p in bench_prompts]
@@ -269,10 +270,15 @@ def decode_costs(
     from specvideo.text.models.precision import LEAN_MODEL_TYPES
     from specvideo.text.runtime.lean import LeanLlama
 
-    models = {f"target@{n}": (target, n) for n in TARGET_WIDTHS}
+    shell = getattr(target, "specvideo_released", False)  # read from its GGUF file as it is: its blocks only
+    models = {} if shell else {f"target@{n}": (target, n) for n in TARGET_WIDTHS}
     packing = None
-    float32_cpu = target.device.type == "cpu" and target.dtype == torch.float32
-    if getattr(target.config, "model_type", None) in LEAN_MODEL_TYPES:
+    float32_cpu = target.device.type == "cpu" and target.dtype == torch.float32 and not shell
+    if shell:
+        for fmt in weight_formats:
+            runner = LeanLlama(target, invariant=True, weights=fmt, gguf=weights_source(target, fmt))
+            models.update({f"target_{fmt}@{n}": (runner, n) for n in TARGET_WIDTHS + TREE_WIDTHS})
+    elif getattr(target.config, "model_type", None) in LEAN_MODEL_TYPES:
         widths = TARGET_WIDTHS + TREE_WIDTHS
         lean = LeanLlama(target)  # one runner per kind, shared by its widths (a 1.5B copy is gigabytes)
         models.update({f"target_lean@{n}": (lean, n) for n in widths})
@@ -287,8 +293,11 @@ def decode_costs(
             models.update({f"target_{fmt}@{n}": (quantised, n) for n in widths})
     elif float32_cpu:  # transformers on packed linears
         packing = packed_linears(target)
-    models["draft"] = (draft, 1)
-    if getattr(draft.config, "model_type", None) in LEAN_MODEL_TYPES:
+    if getattr(draft, "specvideo_released", False):  # the draft's own blocks
+        models["draft_gguf"] = (LeanLlama(draft, weights="gguf", gguf=weights_source(draft, "gguf")), 1)
+    else:
+        models["draft"] = (draft, 1)
+    if getattr(draft.config, "model_type", None) in LEAN_MODEL_TYPES and "draft" in models:
         models["draft_lean"] = (LeanLlama(draft), 1)
         for vocab in (vocabs or {}).values():
             models[f"draft_lean@{len(vocab)}"] = (LeanLlama(draft, vocab), 1)
@@ -305,9 +314,9 @@ def decode_costs(
                 for n in TARGET_WIDTHS:
                     samples.setdefault(f"target_packed@{n}", []).append(_forward_ms(target, prompt, n, tokens))
     costs = {name: float(np.median(times)) for name, times in samples.items()}
-    costs["target"] = costs["target@1"]
+    costs["target"] = costs["target@1"] if "target@1" in costs else costs[f"target_{weight_formats[0]}@1"]
     for name in [n for n in costs if n.startswith(("draft", "head"))]:
-        costs[f"{name}_over_target"] = costs[name] / costs["target@1"]
+        costs[f"{name}_over_target"] = costs[name] / costs["target"]
     return costs
 
 

@@ -90,8 +90,8 @@ class TextModels:
         released = getattr(target, "specvideo_released", False)  # quantised copies run it (quant.release_layers)
         self.target = (target if released else target.to(self.device)).eval()
         self.tokenizer = tokenizer
-        self.draft = _place(draft, self.device).eval() if draft is not None else None
-        self.head = _place(head, self.device).eval() if head is not None else None
+        self.draft = place(draft, self.device).eval() if draft is not None else None
+        self.head = place(head, self.device).eval() if head is not None else None
         if self.draft is not None:
             check_vocab(self.target, self.draft, tokenizer, draft_tokenizer)
         self.draft_ranking, self.head_ranking, self.drafter = draft_ranking, head_ranking, drafter
@@ -117,7 +117,7 @@ class TextModels:
 
     def add_head(self, head: DraftHead, ranking: list[int] | None = None) -> None:
         """Add a draft head on this target's features (and its token ranking) to what is loaded."""
-        self.head, self.head_ranking = _place(head, self.device).eval(), ranking
+        self.head, self.head_ranking = place(head, self.device).eval(), ranking
 
     def _target_runner(self, lean_target) -> PreTrainedModel | LeanLlama:
         """What runs the target's forwards: ``lean_target`` itself when it is a LeanLlama of the
@@ -298,7 +298,7 @@ def _device_of(model: torch.nn.Module) -> torch.device:
     return next((t.device for t in tensors if not t.is_meta), torch.device("cpu"))
 
 
-def _place(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+def place(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """``module.to(device)``, leaving tensors on the meta device where they are (the token tables of a
     target read from its GGUF file as it is, which a head shares but never reads through them)."""
     return module._apply(lambda t: t if t.is_meta or t.device == device else t.to(device))
