@@ -25,9 +25,8 @@ end (``CausalLMState``). A block's logits then equal the 1-token steps' bit for 
 
 Two extras serve the draft head (``specvideo.text.models.head``): with ``fc`` (the head's input projection)
 each token's input is ``fc([embedding, feature])`` for the ``features`` passed beside the tokens, and
-``output_hidden_states=True`` returns transformers' hidden states of every fed position (the
-embeddings, each layer's output, the final-normed state last: the target's features the head reads;
-the head's own predicted features); with ``fuse`` (an EAGLE-3 head) ``fused`` maps the target's
+``output_hidden_states=True`` returns transformers' hidden states of every fed position (the target's
+features the head reads, the head's own); with ``fuse`` (EAGLE-3) ``fused`` maps the target's
 ``layer_features`` to the head's input.
 """
 
@@ -279,12 +278,9 @@ class LeanLlama(nn.Module):
         return SimpleNamespace(logits=logits, hidden_states=hidden)  # (B, n_keep, V)
 
     def fused(self, features: torch.Tensor) -> torch.Tensor:
-        """(.., n d) the target's ``layer_features`` -> (.., d) this head's input feature: the final
-        state f plus ``fuse`` of the lower layers (``DraftHead.fused``)."""
-        d = self.config.hidden_size
-        if self.fuse is None:
-            return features[..., -d:]
-        return features[..., -d:].to(self.fuse.dtype) + F.linear(features[..., :-d].to(self.fuse.dtype), self.fuse)
+        """(.., n d) the target's ``layer_features`` -> (.., d) f + fuse(lower layers) (``DraftHead.fused``)."""
+        f, d = features[..., -self.config.hidden_size :], self.config.hidden_size
+        return f if self.fuse is None else f.to(self.fuse.dtype) + F.linear(features[..., :-d].to(self.fuse.dtype), self.fuse)
 
     def _norm(self, x: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
         """RMSNorm; its weight folded into the next projection unless given (GGUF weights)."""
