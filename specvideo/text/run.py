@@ -136,7 +136,8 @@ class Run:
 
     def _swap(self, drafter) -> None:
         self.verifier.followers = [drafter]
-        self.verifier.state.keep_hidden, self.verifier.state.hidden = False, None
+        state = self.verifier.state
+        state.keep_hidden, state.hidden, state.feature_layers = False, None, ()
         self.drafter, self.name = drafter, "ngram"
 
 
