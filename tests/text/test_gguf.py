@@ -6,7 +6,8 @@ import json
 
 import pytest
 import torch
-from gguf import GGUFWriter
+from gguf import GGMLQuantizationType, GGUFWriter
+from gguf.quants import quantize as quantize_blocks
 from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
 from specvideo.text.models import gguf as gguf_module
@@ -32,8 +33,10 @@ TOP = {
 }
 
 
-def write_tiny_qwen2_gguf(path, fim: bool = True, seed: int = 0):
-    """A tiny Qwen2ForCausalLM and its tokenizer, written as a GGUF file the way llama.cpp lays one out."""
+def write_tiny_qwen2_gguf(path, fim: bool = True, seed: int = 0, quant: dict | None = None):
+    """A tiny Qwen2ForCausalLM and its tokenizer, written as a GGUF file the way llama.cpp lays one out.
+    quant: block type per layer tensor kind (``{"attn_v": "Q8_0", "*": "Q4_1"}``; float32 where not
+    named); the model returned keeps its float weights."""
     tok = tiny_tokenizer(300)
     if fim:
         tok.add_special_tokens({"additional_special_tokens": FIM})
@@ -74,7 +77,13 @@ def write_tiny_qwen2_gguf(path, fim: bool = True, seed: int = 0):
         else:
             parts = name.split(".")  # model.layers.<i>.<module...>.<weight|bias>
             key = f"blk.{parts[2]}.{PER_LAYER['.'.join(parts[3:-1])]}.{parts[-1]}"
-        w.add_tensor(key, tensor.float().numpy())
+        kind = key.split(".")[2] if key.startswith("blk.") else None
+        block = None if kind is None or tensor.dim() != 2 else (quant or {}).get(kind, (quant or {}).get("*"))
+        if block is None:
+            w.add_tensor(key, tensor.float().numpy())
+        else:
+            qtype = getattr(GGMLQuantizationType, block)
+            w.add_tensor(key, quantize_blocks(tensor.float().numpy(), qtype), raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

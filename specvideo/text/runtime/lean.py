@@ -21,13 +21,12 @@ over its own key prefix in a call of its own, the linear layers use one kernel p
 number of rows (probed at build time; where a shape's path changes with the rows, every call runs
 in fixed tiles of ``ROW_TILE`` rows), and the first forward stops one token short of the prompt's
 end (``CausalLMState``). A block's logits then equal the 1-token steps' bit for bit. Qwen2 models
-(projection biases on q, k, v) run too.
+(projection biases on q, k, v) run too. Over GGUF blocks a decode block runs each layer in one C++
+call (``fused_layer``).
 
-Two extras serve the draft head (``specvideo.text.models.head``): with ``fc`` (the head's input projection)
-each token's input is ``fc([embedding, feature])`` for the ``features`` passed beside the tokens, and
-``output_hidden_states=True`` returns transformers' hidden states of every fed position (the target's
-features the head reads, the head's own); with ``fuse`` (EAGLE-3) ``fused`` maps the target's
-``layer_features`` to the head's input.
+For the draft head (``specvideo.text.models.head``): with ``fc`` each token's input is ``fc([embedding,
+feature])``, ``output_hidden_states=True`` returns transformers' hidden states of every fed position,
+and with ``fuse`` (EAGLE-3) ``fused`` maps the target's ``layer_features`` to the head's input.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ from specvideo.device import packs_float32
 from specvideo.text.models.head import LAYERS_KEY
 from specvideo.text.models.precision import LEAN_MODEL_TYPES  # qwen2: Llama with q/k/v biases
 from specvideo.text.models.vocab import check_vocabulary
-from specvideo.text.runtime import invariant
+from specvideo.text.runtime import fused_layer, invariant
 from specvideo.text.runtime.invariant import row_unit, wide_tile
 from specvideo.text.runtime.lean_cache import LeanCache
 from specvideo.text.runtime.quant import is_quantized, quantize
@@ -104,8 +103,9 @@ class LeanLlama(nn.Module):
         self.eps = config.rms_norm_eps
         if (weights == "gguf") != (gguf is not None):
             raise ValueError('weights="gguf" and a gguf file go together')
-        self.embed_table = None  # GGUF weights: the token table in its blocks (else self.embed)
-        self.act_dtype = None  # GGUF weights: float32 (else the embeddings' dtype)
+        # GGUF weights: the token table in its blocks (else self.embed), float32 activations (else
+        # the embeddings' dtype), each layer in one C++ call for decode blocks (``fused_layer``)
+        self.embed_table, self.act_dtype, self._fused = None, None, None
         with torch.no_grad():
             self.embed = model.model.embed_tokens.weight.detach()
             if gguf is not None:  # the file's own weights; no dense copy is made
@@ -164,6 +164,7 @@ class LeanLlama(nn.Module):
         self.cos, self.sin = self._rope_tables(model)
         self.invariant = True
         self._tiles = {id(w): (wide_tile(w, self.dtype), row_unit(w, self.dtype)) for w in self._weights()}
+        self._fused = fused_layer.build(self)
 
     def _quantize(self, fmt: str) -> None:
         """Every projection and the output head in ``fmt``, the dense copies dropped."""
@@ -262,7 +263,9 @@ class LeanLlama(nn.Module):
         else:
             mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         states = [x] if output_hidden_states else None  # transformers' hidden_states, (B, n, d) each
-        for i, layer in enumerate(self.layers):
+        if fast := self._fused and isinstance(mask, _Canonical) and n <= invariant.MAX_TILED_ROWS:
+            x = fused_layer.run(self._fused, self, x, position_ids, fused_layer.slots(mask, start, B, n), cache, states)
+        for i, layer in enumerate([] if fast else self.layers):
             x = x + self._attend(i, layer, self._norm(x, layer.in_norm), cos, sin, mask, cache)
             gate, up = self._linear(self._norm(x, layer.post_norm), layer.gate_up).chunk(2, -1)  # (B, n, I) each
             x = x + self._linear(F.silu(gate) * up, layer.down)  # (B, n, d)
@@ -369,9 +372,7 @@ def _fuse(layer) -> SimpleNamespace:
     )
 
 
-def _attention_mask(
-    attention_mask: torch.Tensor | None, start: int, n: int, device: torch.device
-) -> torch.Tensor | None:
+def _attention_mask(attention_mask: torch.Tensor | None, start: int, n: int, device: torch.device) -> torch.Tensor | None:
     """Causal over slots, masked where a slot holds no real token; a query always sees itself so a
     padding query never has an empty row (its output is ignored, but must stay finite). None when
     one token is decoded and every slot is real: it sees them all."""
@@ -385,9 +386,7 @@ def _attention_mask(
     if attention_mask is None:
         return causal[None, None]  # (1, 1, n, L + n)
     valid = attention_mask.bool()  # (B, L + n)
-    return ((causal[None] & valid[:, None, :]) | (slots[None, :] == query[:, None])[None])[
-        :, None
-    ]  # (B, 1, n, L + n)
+    return ((causal[None] & valid[:, None, :]) | (slots[None, :] == query[:, None])[None])[:, None]  # (B, 1, n, L + n)
 
 
 def _block_rows(weight, vocab: torch.Tensor | None) -> torch.Tensor:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from specvideo.paths import cache_root
 
-SOURCE = Path(__file__).with_name("qmm.cpp")
+SOURCES = [Path(__file__).with_name(name) for name in ("qmm.cpp", "layer.cpp")]
+HEADERS = [Path(__file__).with_name("qmm.h")]
 FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mfma", "-fopenmp"]
 # at::parallel_for is OpenMP inline in the headers: without -fopenmp it runs on one thread. The
 # library resolves to the libgomp.so.1 torch has already loaded (one OpenMP runtime in the process).
@@ -66,18 +67,25 @@ def module():
         raise RuntimeError(f"the k-quant kernel cannot run here: {reason}")
     from torch.utils.cpp_extension import load
 
-    build = cache_root() / "kernels" / "qmm"
+    build = cache_root() / "kernels" / f"qmm-{_digest()}"  # a new build directory when a source changes
     build.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     if _FAILED:
         raise RuntimeError(_FAILED[0])
     try:
-        ext = load(name="specvideo_qmm", sources=[str(SOURCE)], extra_cflags=FLAGS, extra_ldflags=LDFLAGS, build_directory=str(build))
+        ext = load(name="specvideo_qmm", sources=[str(s) for s in SOURCES], extra_cflags=FLAGS, extra_ldflags=LDFLAGS, build_directory=str(build))
     except Exception as err:  # a compiler or ninja failure: say so once, do not show the build's traceback
         _FAILED.append(f"building the k-quant kernel failed ({(str(err).splitlines() or [repr(err)])[0]}); see {build}")
         raise RuntimeError(_FAILED[0]) from err
     BUILD_SECONDS["qmm"] = time.perf_counter() - start
     return ext
+
+
+def _digest() -> str:
+    """A short hash of the sources and headers (torch's own check reads the sources only)."""
+    import hashlib
+
+    return hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES + HEADERS)).hexdigest()[:12]
 
 
 def built() -> bool:
