@@ -63,16 +63,16 @@ def decode(data: np.ndarray, type_name: str, K: int) -> KQuantWeight:
     ones = lambda n: np.ones((N, n), np.int8)  # noqa: E731
     if type_name == "Q4_K":
         u, sc, mn, d, dmin = _q4_k(data.reshape(N, K // 256, 144))
-        parts = (u, sc, mn, d, dmin, 4, 32, 8)
+        parts = (u, sc, mn, d, dmin, 4, 32, 8, 2)
     elif type_name == "Q6_K":
         u, sc, d = _q6_k(data.reshape(N, K // 256, 210))
-        parts = (u, sc, sc, d, 32 * d, 6, 16, 16)  # d sc (u - 32) = d sc u - 32 d sc
+        parts = (u, sc, sc, d, 32 * d, 6, 16, 16, 1)  # d sc (u - 32) = d sc u - 32 d sc
     elif type_name == "Q4_1":
         blocks = data.reshape(N, K // 32, 20)
         d, m = _f16(blocks[..., 0:2]), _f16(blocks[..., 2:4])
         qs = blocks[..., 4:]
         u = np.concatenate([qs & 0xF, qs >> 4], -1).reshape(N, K)
-        parts = (u, ones(K // 32), ones(K // 32), d, -m, 4, 32, 1)  # d u + m
+        parts = (u, ones(K // 32), ones(K // 32), d, -m, 4, 32, 1, 0)  # d u + m
     elif type_name == "Q5_0":
         blocks = data.reshape(N, K // 32, 22)
         d = _f16(blocks[..., 0:2])
@@ -80,17 +80,22 @@ def decode(data: np.ndarray, type_name: str, K: int) -> KQuantWeight:
         high = ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)  # (N, B, 32)
         qs = blocks[..., 6:]  # (N, B, 16): values j (low nibble) and j + 16 (high nibble)
         u = (np.concatenate([qs & 0xF, qs >> 4], -1) | (high << 4)).reshape(N, K)
-        parts = (u, ones(K // 32), ones(K // 32), d, 16 * d, 8, 32, 1)  # d (u - 16)
+        parts = (u, ones(K // 32), ones(K // 32), d, 16 * d, 8, 32, 1, 0)  # d (u - 16)
     elif type_name == "Q8_0":
         blocks = data.reshape(N, K // 32, 34)
         d = _f16(blocks[..., 0:2])
         u = (blocks[..., 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8).reshape(N, K)
-        parts = (u, ones(K // 32), ones(K // 32), d, 128 * d, 8, 32, 1)  # d (u - 128)
+        parts = (u, ones(K // 32), ones(K // 32), d, 128 * d, 8, 32, 1, 0)  # d (u - 128)
     else:
         raise ValueError(f"no k-quant mapping for GGUF type {type_name}; supported: {', '.join(SUPPORTED)}")
-    u, sc, mn, d, dmin, bits, group, S = parts
+    u, sc, mn, d, dmin, bits, group, S, C = parts
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
-    return pack(t(u.astype(np.uint8)), t(sc.astype(np.int8)), t(mn.astype(np.int8)), t(d), t(dmin), bits, group, S, type_name)
+    half = _exact_half(d) and _exact_half(dmin)  # the file's float16 (x 16, 32 or 128: exact unless it overflows)
+    return pack(t(u.astype(np.uint8)), t(sc.astype(np.int8)), t(mn.astype(np.int8)), t(d), t(dmin), bits, group, S, type_name, C, half)
+
+
+def _exact_half(a: np.ndarray) -> bool:
+    return bool(np.array_equal(a.astype(np.float16).astype(np.float32), a))
 
 
 def open_reader(path) -> GGUFFile:

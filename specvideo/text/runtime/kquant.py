@@ -1,21 +1,23 @@
 """k-quant weights: llama.cpp's block formats held as they are and multiplied by our own kernel.
 
 One layout holds them all: W[n, k] = d[n, j] * sc[n, g] * u[n, k] - dmin[n, j] * mn[n, g], with
-unsigned codes u of 4, 6 or 8 bits, int8 sub-scales sc, mn per group g of ``group`` inputs and float32
-scales d, dmin per super-block j of ``S`` groups. The GGUF block types map onto it without
-re-rounding (``specvideo.text.models.gguf_weights``):
+unsigned codes u of 4, 6 or 8 bits, int8 sub-scales sc, mn per group g of ``group`` inputs and scales
+d, dmin per super-block j of ``S`` groups. The GGUF block types map onto it without re-rounding
+(``specvideo.text.models.gguf_weights``), d and dmin in the file's float16, only the sub-scales the
+type has (``C``: both; Q6_K's one, mn = sc; none where both are 1):
 
-| GGUF | codes | group | S | d, sc | dmin, mn |
-|---|---|---|---|---|---|
-| Q4_K | 4-bit q | 32 | 8 | d, 6-bit scale | dmin, 6-bit min |
-| Q6_K | 6-bit q | 16 | 16 | d, int8 scale | 32 d, int8 scale |
-| Q4_1 | 4-bit q | 32 | 1 | d, 1 | -m, 1 |
-| Q8_0 | 8-bit q + 128 | 32 | 1 | d, 1 | 128 d, 1 |
+| GGUF | codes | group | S | d, sc | dmin, mn | C | bits a weight (file's) |
+|---|---|---|---|---|---|---|---|
+| Q4_K | 4-bit q | 32 | 8 | d, 6-bit scale | dmin, 6-bit min | 2 | 4.625 (4.5) |
+| Q6_K | 6-bit q | 16 | 16 | d, int8 scale | 32 d, = sc | 1 | 6.625 (6.5625) |
+| Q4_1 | 4-bit q | 32 | 1 | d, 1 | -m, 1 | 0 | 5 (5) |
+| Q8_0 | 8-bit q + 128 | 32 | 1 | d, 1 | 128 d, 1 | 0 | 9 (8.5) |
 
 so the weights are the file's own, bit for bit (d * sc and dmin * mn are exact in float32; the
-tests compare with the gguf package's dequantisation). Any dense weight can be rounded to the same
-layout (``quantize``: 4-bit codes, min-max per group of 32, sub-scales rounded to int8 per
-super-block of 8: 4.6 bits a weight).
+tests compare with the gguf package's dequantisation); Q4_K's sub-scales take 8 bits where the
+file packs 6. Any dense weight can be rounded to the same layout (``quantize``: 4-bit codes,
+min-max per group of 32, sub-scales rounded to int8 per super-block of 8, float32 d and dmin: 4.75
+bits a weight).
 
 The product (``qmm.cpp``) rounds activations to int8 per 32 inputs, as llama.cpp's Q8 blocks do, and
 multiplies with AVX-512 VNNI; a call's weights are unpacked once for all its rows. Each row's bits
@@ -38,8 +40,8 @@ class KQuantWeight:
     """A (N, K) weight in the k-quant layout above, laid out for ``qmm.cpp``."""
 
     codes: torch.Tensor  # (N / 16, groups, bytes) uint8
-    scales: torch.Tensor  # (N / 16, groups, 2, 16) int8: sc, mn
-    supers: torch.Tensor  # (N / 16, groups / S, 2, 16) float32: d, dmin
+    scales: torch.Tensor  # (N / 16, groups, C, 16) int8: sc, mn (C 2), sc = mn (C 1), none (C 0: both 1)
+    supers: torch.Tensor  # (N / 16, groups / S, 2, 16) float32 or float16: d, dmin
     bits: int
     group: int
     S: int
@@ -65,6 +67,11 @@ class KQuantWeight:
     def nbytes(self) -> int:
         return self.codes.nbytes + self.scales.nbytes + self.supers.nbytes
 
+    @property
+    def layout(self) -> tuple:
+        """What must agree for two weights to be one: codes, group, super-block, sub-scales, scales' dtype."""
+        return self.bits, self.group, self.S, self.scales.shape[2], self.supers.dtype
+
     def linear(self, x: torch.Tensor) -> torch.Tensor:
         """x (M, K) -> (M, N) in x's dtype."""
         y = kernels.module().qmm(
@@ -81,7 +88,7 @@ class KQuantWeight:
 
     def concat(self, other: KQuantWeight) -> KQuantWeight:
         """This weight's outputs followed by ``other``'s (same layout): q/k/v or gate/up fused."""
-        if (self.bits, self.group, self.S, self.in_features) != (other.bits, other.group, other.S, other.in_features):
+        if (self.layout, self.in_features) != (other.layout, other.in_features):
             raise ValueError("only weights of one k-quant layout and input width concatenate")
         cat = lambda a, b: torch.cat([a, b])  # noqa: E731
         return KQuantWeight(
@@ -98,8 +105,8 @@ class KQuantWeight:
         lanes = self.codes[tile].reshape(n, groups, -1, TILE, 4)[torch.arange(n), :, :, lane]  # (n, groups, zmm, 4)
         u = from_registers(lanes, self.bits)  # (n, groups, quads, 4)
         u = u.reshape(n, groups, self.group).float()  # (n, groups, group)
-        sc, mn = self.scales[tile, :, :, lane].float().unbind(-1)  # (n, groups) each
-        d, dmin = self.supers[tile, :, :, lane].unbind(-1)  # (n, groups / S) each
+        sc, mn = _sub_scales(self.scales[tile, :, :, lane].float())  # (n, groups) each
+        d, dmin = self.supers[tile, :, :, lane].float().unbind(-1)  # (n, groups / S) each
         s = d.repeat_interleave(self.S, 1) * sc  # (n, groups)
         b = dmin.repeat_interleave(self.S, 1) * mn
         return (s[..., None] * u - b[..., None]).reshape(n, self.in_features)
@@ -107,7 +114,8 @@ class KQuantWeight:
     def select_rows(self, rows: torch.Tensor) -> KQuantWeight:
         """Output rows ``rows`` (whole tiles' worth, any order): a permuted or restricted weight."""
         u, sc, mn, d, dmin = unpack(self)
-        return pack(u[rows], sc[rows], mn[rows], d[rows], dmin[rows], self.bits, self.group, self.S, self.source)
+        C, half = self.scales.shape[2], self.supers.dtype == torch.float16
+        return pack(u[rows], sc[rows], mn[rows], d[rows], dmin[rows], self.bits, self.group, self.S, self.source, C, half)
 
 
 class Stacked:
@@ -148,14 +156,15 @@ def fuse(parts: list) -> KQuantWeight | Stacked:
     out = [parts[0]]
     for p in parts[1:]:
         last = out[-1]
-        same = (last.bits, last.group, last.S) == (p.bits, p.group, p.S)
+        same = last.layout == p.layout
         out[-1:] = [last.concat(p)] if same else [last, p]
     return out[0] if len(out) == 1 else Stacked(out)
 
 
-def pack(u, sc, mn, d, dmin, bits: int, group: int, S: int, source: str) -> KQuantWeight:
+def pack(u, sc, mn, d, dmin, bits: int, group: int, S: int, source: str, C: int = 2, half: bool = False) -> KQuantWeight:
     """Codes u (N, K) uint8, sub-scales sc, mn (N, groups) int8, scales d, dmin (N, groups / S)
-    float32 -> the kernel's layout. N must be a multiple of 16; 6-bit codes go in groups of 16."""
+    float32 -> the kernel's layout. N must be a multiple of 16; 6-bit codes go in groups of 16, with
+    C 1 (mn = sc); C 0 where sc = mn = 1. half: d and dmin held in float16 (they must be exact)."""
     N, K = u.shape
     if bits not in (4, 6, 8) or (bits == 6 and group != 16):
         raise ValueError(f"k-quant codes are 4 or 8 bits, or 6 bits in groups of 16; got {bits} bits, group {group}")
@@ -167,8 +176,13 @@ def pack(u, sc, mn, d, dmin, bits: int, group: int, S: int, source: str) -> KQua
     lanes = lanes.reshape(N // TILE, groups, quads, 64)
     codes = to_registers(lanes, bits).reshape(N // TILE, groups, -1).contiguous()
     tiles = lambda t: t.reshape(N // TILE, TILE, -1).transpose(1, 2)  # noqa: E731  (N, c) -> (T, c, 16)
-    scales = torch.stack([tiles(sc), tiles(mn)], dim=2).contiguous()  # (T, groups, 2, 16)
-    supers = torch.stack([tiles(d.float()), tiles(dmin.float())], dim=2).contiguous()  # (T, groups / S, 2, 16)
+    if (bits == 6) != (C == 1) or (C == 1 and not torch.equal(sc, mn)) or (C == 0 and not (sc == 1).all() & (mn == 1).all()):
+        raise ValueError(f"{C} sub-scales do not hold these {bits}-bit codes' scales (6 bits: 1, mn = sc; else 0 where all are 1, or 2)")
+    scales = torch.stack([tiles(sc), tiles(mn)], dim=2)[:, :, :C].contiguous()  # (T, groups, C, 16)
+    supers = torch.stack([tiles(d.float()), tiles(dmin.float())], dim=2)  # (T, groups / S, 2, 16)
+    if half and not torch.equal(supers.half().float(), supers):
+        raise ValueError("these super-block scales are not exact in float16")
+    supers = (supers.half() if half else supers).contiguous()
     return KQuantWeight(codes, scales.to(torch.int8), supers, bits, group, S, N, K, source)
 
 
@@ -205,7 +219,17 @@ def unpack(w: KQuantWeight):
     lanes = from_registers(w.codes.reshape(T, groups, -1, 64), w.bits)  # (T, groups, quads, 64)
     u = lanes.reshape(T, groups, quads, TILE, 4).permute(0, 3, 1, 2, 4).reshape(w.out_features, w.in_features)
     rows = lambda t: t.transpose(1, 2).reshape(w.out_features, -1)  # noqa: E731  (T, c, 16) -> (N, c)
-    return u, rows(w.scales[:, :, 0]), rows(w.scales[:, :, 1]), rows(w.supers[:, :, 0]), rows(w.supers[:, :, 1])
+    sc, mn = _sub_scales(w.scales.transpose(2, 3))  # (T, groups, 16) each
+    return u, rows(sc), rows(mn), rows(w.supers[:, :, 0].float()), rows(w.supers[:, :, 1].float())
+
+
+def _sub_scales(scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(..., C) sub-scales -> sc, mn (...) each: as held (C 2), mn = sc (C 1), ones (C 0)."""
+    C = scales.shape[-1]
+    if C == 0:
+        ones = torch.ones(scales.shape[:-1], dtype=scales.dtype)
+        return ones, ones
+    return scales[..., 0], scales[..., C - 1]
 
 
 @torch.no_grad()

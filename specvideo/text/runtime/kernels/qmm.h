@@ -54,12 +54,17 @@ inline void quantize_rows(const float* x, int64_t M, int64_t K, int64_t G, int64
   });
 }
 
-// One tile (16 outputs) for R rows: codes (groups, zmm, 64) uint8, sub-scales (groups, 2, 16) int8,
-// super-block scales (supers, 2, 16) float32. Per super-block and row, in integers:
+// 16 super-block scales as floats: float32 as they are, float16 (a GGUF file's own) converted.
+inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p)); }
+
+// One tile (16 outputs) for R rows: codes (groups, zmm, 64) uint8, sub-scales (groups, C, 16) int8
+// (C 2: sc, mn; C 1: mn = sc, as Q6_K's; C 0: sc = mn = 1, as blocks with one scale per 32 inputs),
+// super-block scales (supers, 2, 16) SUP. Per super-block and row, in integers:
 // isum = sum_g sc_g * (u_g . xq_g), msum = sum_g mn_g * sum(xq_g); then in floats
 // y += dx * (d * isum - dmin * msum), super-block after super-block in a fixed order.
-template <int BITS, int G, int R>
-inline void tile_rows(const uint8_t* codes, const int8_t* scales, const float* supers, int64_t groups, int64_t S,
+template <int BITS, int G, int C, typename SUP, int R>
+inline void tile_rows(const uint8_t* codes, const int8_t* scales, const SUP* supers, int64_t groups, int64_t S,
                       const int8_t* xq, const float* dx, const int32_t* xs, int64_t K, int64_t groups_all,
                       int64_t supers_all, float* y, int64_t ldy) {
   constexpr int QUADS = G / 4;  // 4-input steps per group: one vpdpbusd each
@@ -75,7 +80,7 @@ inline void tile_rows(const uint8_t* codes, const int8_t* scales, const float* s
       __m512i w[QUADS];
       const uint8_t* cg = codes + g * ZMM * 64;
       for (int q = 0; q < ZMM; ++q) _mm_prefetch((const char*)(cg + PREFETCH + q * 64), _MM_HINT_T0);
-      _mm_prefetch((const char*)(scales + g * 2 * TILE + PREFETCH / 4), _MM_HINT_T0);  // 32 bytes a group
+      if constexpr (C > 0) _mm_prefetch((const char*)(scales + g * C * TILE + PREFETCH / 4), _MM_HINT_T0);
       if constexpr (BITS == 4) {
         for (int q = 0; q < ZMM; ++q) {
           const __m512i packed = _mm512_loadu_si512(cg + q * 64);
@@ -92,9 +97,10 @@ inline void tile_rows(const uint8_t* codes, const int8_t* scales, const float* s
       } else {
         for (int q = 0; q < ZMM; ++q) w[q] = _mm512_loadu_si512(cg + q * 64);
       }
-      const int8_t* sg = scales + g * 2 * TILE;
-      const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)sg));
-      const __m512i mn = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(sg + TILE)));
+      const int8_t* sg = scales + g * C * TILE;
+      __m512i sc = _mm512_set1_epi32(1), mn = sc;
+      if constexpr (C > 0) sc = mn = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)sg));
+      if constexpr (C > 1) mn = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(sg + TILE)));
       for (int r = 0; r < R; ++r) {
         const int32_t* xr = (const int32_t*)(xq + r * K + g * G);
         __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
@@ -102,12 +108,12 @@ inline void tile_rows(const uint8_t* codes, const int8_t* scales, const float* s
           even = _mm512_dpbusd_epi32(even, w[q], _mm512_set1_epi32(xr[q]));
           odd = _mm512_dpbusd_epi32(odd, w[q + 1], _mm512_set1_epi32(xr[q + 1]));
         }
-        isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(_mm512_add_epi32(even, odd), sc));
-        msum[r] = _mm512_add_epi32(msum[r], _mm512_mullo_epi32(mn, _mm512_set1_epi32(xs[r * groups_all + g])));
+        const __m512i sum = _mm512_add_epi32(even, odd), x_sum = _mm512_set1_epi32(xs[r * groups_all + g]);
+        isum[r] = _mm512_add_epi32(isum[r], C > 0 ? _mm512_mullo_epi32(sum, sc) : sum);
+        msum[r] = _mm512_add_epi32(msum[r], C > 0 ? _mm512_mullo_epi32(mn, x_sum) : x_sum);
       }
     }
-    const __m512 d = _mm512_loadu_ps(supers + j * 2 * TILE);
-    const __m512 dmin = _mm512_loadu_ps(supers + j * 2 * TILE + TILE);
+    const __m512 d = load16(supers + j * 2 * TILE), dmin = load16(supers + j * 2 * TILE + TILE);
     for (int r = 0; r < R; ++r) {
       const __m512 t = _mm512_fmsub_ps(d, _mm512_cvtepi32_ps(isum[r]), _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(msum[r])));
       acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(dx[r * supers_all + j]), acc[r]);
@@ -116,22 +122,22 @@ inline void tile_rows(const uint8_t* codes, const int8_t* scales, const float* s
   for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + r * ldy, acc[r]);
 }
 
-template <int BITS, int G>
-inline void run(const uint8_t* codes, const int8_t* scales, const float* supers, int64_t N, int64_t K, int64_t S,
+template <int BITS, int G, int C, typename SUP>
+inline void run(const uint8_t* codes, const int8_t* scales, const SUP* supers, int64_t N, int64_t K, int64_t S,
          const int8_t* xq, const float* dx, const int32_t* xs, int64_t M, float* y, int64_t ldy) {
   const int64_t groups = K / G, tiles = N / TILE, supers_all = groups / S;
   const int64_t code_tile = groups * (BITS == 4 ? G / 8 : BITS == 6 ? 3 : G / 4) * 64;  // bytes of one tile's codes
   at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const uint8_t* ct = codes + t * code_tile;
-      const int8_t* st = scales + t * groups * 2 * TILE;
-      const float* dt = supers + t * supers_all * 2 * TILE;
+      const int8_t* st = scales + t * groups * C * TILE;
+      const SUP* dt = supers + t * supers_all * 2 * TILE;
       for (int64_t m = 0; m < M; m += MR) {
         const int64_t R = std::min<int64_t>(MR, M - m);
         const int8_t* xr = xq + m * K;
         float* yr = y + m * ldy + t * TILE;
         switch (R) {
-#define ROWS(n) case n: tile_rows<BITS, G, n>(ct, st, dt, groups, S, xr, dx + m * supers_all, xs + m * groups, K, groups, supers_all, yr, ldy); break;
+#define ROWS(n) case n: tile_rows<BITS, G, C, SUP, n>(ct, st, dt, groups, S, xr, dx + m * supers_all, xs + m * groups, K, groups, supers_all, yr, ldy); break;
           ROWS(1) ROWS(2) ROWS(3) ROWS(4)
 #undef ROWS
         }
@@ -142,21 +148,25 @@ inline void run(const uint8_t* codes, const int8_t* scales, const float* supers,
 
 
 // One weight in the kernel's layout: codes (N / 16, groups, bytes) uint8, scales (N / 16, groups,
-// 2, 16) int8, supers (N / 16, groups / S, 2, 16) float32.
+// C, 16) int8 (C 0, 1 or 2), supers (N / 16, groups / S, 2, 16) float32 or float16.
 struct Part {
   torch::Tensor codes, scales, supers;
   int64_t bits, group, S;
   int64_t N() const { return codes.size(0) * TILE; }
   int64_t K() const { return codes.size(1) * group; }
+  int64_t C() const { return scales.size(2); }
+  bool half() const { return supers.scalar_type() == torch::kHalf; }
 };
 
 inline void check(const Part& p) {
   TORCH_CHECK(p.K() % (p.group * p.S) == 0, "K must be a multiple of the super-block (group * S)");
   TORCH_CHECK(p.scales.size(1) == p.K() / p.group, "codes and scales: K / group groups");
   TORCH_CHECK(p.supers.size(1) == p.K() / p.group / p.S, "supers: K / (group * S) super-blocks");
-  const bool ok = (p.bits == 4 && p.group == 32) || (p.bits == 8 && p.group == 32) || (p.bits == 6 && p.group == 16) ||
-                  (p.bits == 8 && p.group == 16);
-  TORCH_CHECK(ok, "unsupported codes: bits ", p.bits, ", group ", p.group, " (4/32, 6/16, 8/32, 8/16)");
+  TORCH_CHECK(p.half() || p.supers.scalar_type() == torch::kFloat32, "supers: float32 or float16");
+  const bool ok = (p.bits == 4 && p.group == 32 && p.C() != 1) || (p.bits == 8 && p.group == 32 && p.C() != 1) ||
+                  (p.bits == 6 && p.group == 16 && p.C() == 1);
+  TORCH_CHECK(ok, "unsupported codes: bits ", p.bits, ", group ", p.group, ", ", p.C(),
+              " sub-scales (4/32 and 8/32 with 0 or 2, 6/16 with 1)");
 }
 
 // y[:, :N] (rows ldy apart) = x (M, K) @ W^T: the activations rounded per super-block, then the tiles.
@@ -168,11 +178,17 @@ inline void product(const Part& p, const float* x, int64_t M, float* y, int64_t 
   quantize_rows(x, M, K, p.group, p.S, xq.data(), dx.data(), xs.data());
   const auto* c = p.codes.data_ptr<uint8_t>();
   const auto* s = p.scales.data_ptr<int8_t>();
-  const auto* d = p.supers.data_ptr<float>();
-  if (p.bits == 4) run<4, 32>(c, s, d, N, K, p.S, xq.data(), dx.data(), xs.data(), M, y, ldy);
-  else if (p.bits == 6) run<6, 16>(c, s, d, N, K, p.S, xq.data(), dx.data(), xs.data(), M, y, ldy);
-  else if (p.group == 32) run<8, 32>(c, s, d, N, K, p.S, xq.data(), dx.data(), xs.data(), M, y, ldy);
-  else run<8, 16>(c, s, d, N, K, p.S, xq.data(), dx.data(), xs.data(), M, y, ldy);
+  const auto* f = p.half() ? nullptr : p.supers.data_ptr<float>();
+  const auto* h = p.half() ? (const uint16_t*)p.supers.data_ptr<at::Half>() : nullptr;
+#define RUN(bits, group, C, d) run<bits, group, C>(c, s, d, N, K, p.S, xq.data(), dx.data(), xs.data(), M, y, ldy)
+#define EITHER(bits, group, C) { if (h) RUN(bits, group, C, h); else RUN(bits, group, C, f); return; }
+  if (p.bits == 4 && p.C() == 2) EITHER(4, 32, 2)
+  if (p.bits == 4) EITHER(4, 32, 0)
+  if (p.bits == 6) EITHER(6, 16, 1)
+  if (p.C() == 2) EITHER(8, 32, 2)
+  EITHER(8, 32, 0)
+#undef EITHER
+#undef RUN
 }
 
 }  // namespace qmm
