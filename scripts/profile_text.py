@@ -3,7 +3,8 @@ prompt chunk, each timed (median of ``--repeats`` after two warm-ups) and profil
 torch.profiler (the top ops by self CPU time). The evidence behind docs/BENCHMARKS.md "Text: the
 k-quant kernel" (#54): run it before and after a change to a kernel or a format.
 
-Formats: ``gguf`` (the GGUF file's own blocks on specvideo's kernel), ``int4`` (rounded to the k-quant
+Formats: ``gguf`` (the GGUF file's own blocks on specvideo's kernel, each layer of a decode block in
+one C++ call), ``gguf-ops`` (the same blocks, each layer as PyTorch ops around the kernel), ``int4`` (rounded to the k-quant
 layout, specvideo's kernel), ``int4-torch`` (PyTorch's ``_weight_int4pack_mm_for_cpu``), ``bfloat16``.
 
     python scripts/profile_text.py ~/.cache/specvideo/qwen-coder/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
@@ -32,12 +33,15 @@ def build(source: str, fmt: str) -> LeanLlama:
         os.environ[kernels.ENV_OFF] = "1"
     else:
         os.environ.pop(kernels.ENV_OFF, None)
-    dtype = torch.float32 if fmt == "gguf" else torch.bfloat16
-    if fmt == "gguf":  # read as it is: no converted copy
-        return LeanLlama(load_gguf_target(metadata_dir(source)), invariant=True, weights="gguf", gguf=source)
+    dtype = torch.bfloat16
+    if fmt in ("gguf", "gguf-ops"):  # read as it is: no converted copy
+        lean = LeanLlama(load_gguf_target(metadata_dir(source)), invariant=True, weights="gguf", gguf=source)
+        if fmt == "gguf-ops":
+            lean._fused = None
+        return lean
     model = load_causal_lm(str(converted_dir(source, dtype="bfloat16")), dtype)
     weights = {"bfloat16": None, "int4-torch": "int4"}.get(fmt, fmt)
-    lean = LeanLlama(model, invariant=True, weights=weights, gguf=source if fmt == "gguf" else None)
+    lean = LeanLlama(model, invariant=True, weights=weights)
     if weights:
         release_layers(model, lean.embed)
     return lean

@@ -45,6 +45,19 @@ def test_gguf_blocks_decode_to_the_files_own_weights(type_name):
     assert torch.equal(weight.rows(ids), weight.dequantize()[ids])
 
 
+HELD_BITS = {"Q4_K": 4.625, "Q6_K": 6.625, "Q4_1": 5.0, "Q5_0": 9.0, "Q8_0": 9.0}  # codes, sub-scales, float16 d, dmin
+
+
+@pytest.mark.parametrize("type_name", list(BLOCK))
+def test_gguf_blocks_keep_the_files_float16_scales_and_only_the_sub_scales_they_have(type_name):
+    N, K = 32, 512
+    weight = decode(random_blocks(type_name, N, K), type_name, K)
+    assert weight.supers.dtype == torch.float16 and weight.scales.shape[2] == {"Q4_K": 2, "Q6_K": 1}.get(type_name, 0)
+    assert weight.nbytes * 8 / (N * K) == HELD_BITS[type_name]
+    permuted = weight.select_rows(torch.arange(N).flip(0))  # through unpack and pack: the same layout
+    assert permuted.layout == weight.layout and torch.equal(permuted.dequantize(), weight.dequantize().flip(0))
+
+
 @pytest.mark.parametrize("type_name", list(BLOCK))
 def test_the_kernel_multiplies_the_weight_it_holds_row_by_row(type_name):
     N, K = 48, 512

@@ -48,6 +48,49 @@ void rms_norm(const float* x, const float* weight, int64_t M, int64_t d, float e
   }
 }
 
+// exp of 16 floats: 2^n p(x - n ln 2) with a degree-5 polynomial and two-part ln 2 (the routine of
+// ARM's optimized-routines that ggml's CPU backend uses; about 1.5 ulp); overflow to inf, underflow to 0.
+inline __m512 exp16(__m512 x) {
+  const __m512 shift = _mm512_set1_ps(0x1.8p23f);
+  const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), shift);
+  const __m512 n = _mm512_sub_ps(z, shift);
+  const __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  const __m512 high = _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), r, _mm512_set1_ps(0x1.573e2ep-5f)), r2,
+                                      _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), r, _mm512_set1_ps(0x1.fffdb6p-2f)));
+  const __m512 poly = _mm512_fmadd_ps(high, r2, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), r, _mm512_set1_ps(1.f)));
+  const __m512 out = _mm512_scalef_ps(poly, n);
+  const __mmask16 far = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192.f), _CMP_GT_OQ);
+  if (!far) return out;
+  const __m512 limit = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
+                                            _mm512_set1_ps(INFINITY), _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(far, out, limit);
+}
+
+// y[i] = exp(x[i] - shift) for i < n, and their sum in index order; 16 at a time, the tail one by one
+// (a given n always splits alike).
+float exp_shifted(float* y, const float* x, int64_t n, float shift) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(shift))));
+  for (; i < n; ++i) y[i] = std::exp(x[i] - shift);
+  float sum = 0.f;
+  for (i = 0; i < n; ++i) sum += y[i];
+  return sum;
+}
+
+// a (I) = SiLU(gate) * up.
+void silu_mul(const float* gate, const float* up, int64_t I, float* a) {
+  int64_t i = 0;
+  const __m512 one = _mm512_set1_ps(1.f);
+  for (; i + 16 <= I; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    _mm512_storeu_ps(a + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + i)));
+  }
+  for (; i < I; ++i) a[i] = gate[i] / (1.f + std::exp(-gate[i])) * up[i];
+}
+
 float dot(const float* a, const float* b, int64_t n) {
   int64_t i = 0;
   __m512 acc = _mm512_setzero_ps();
@@ -99,11 +142,7 @@ class Layer {
     const int64_t I = gate_up_.N / 2;
     std::vector<float> gu(M * 2 * I), a(M * I), down(M * d);
     gate_up_(h.data(), M, gu.data());
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t i = 0; i < I; ++i) {
-        const float g = gu[m * 2 * I + i];
-        a[m * I + i] = g / (1.f + std::exp(-g)) * gu[m * 2 * I + I + i];
-      }
+    for (int64_t m = 0; m < M; ++m) silu_mul(gu.data() + m * 2 * I, gu.data() + m * 2 * I + I, I, a.data() + m * I);
     down_(a.data(), M, down.data());
     for (int64_t i = 0; i < M * d; ++i) y[i] += down[i];
     return out;
@@ -142,7 +181,9 @@ class Layer {
     }
   }
 
-  // att (M, H D): each real token's query heads over slots 0 .. its slot of its row.
+  // att (M, H D): each real token's query heads over slots 0 .. its slot of its row. A task is one
+  // (batch row, head): each key and value is read once for all the row's tokens, and each token's
+  // scores, softmax and weighted sum run in the order a token alone would run them.
   void attend(const float* qkv, int64_t M, const torch::Tensor& kv, const torch::Tensor& rows, const torch::Tensor& slots,
               float* att) const {
     const int64_t N = qkv_.N, B = kv.size(1), capacity = kv.size(3), group = H_ / Hkv_;
@@ -150,23 +191,38 @@ class Layer {
     const int64_t* slot = slots.data_ptr<int64_t>();
     const float* cache = kv.data_ptr<float>();
     const float scale = 1.f / std::sqrt((float)D_);
-    at::parallel_for(0, M * H_, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<float> p;
+    std::vector<std::vector<int64_t>> tokens(B);  // each row's real tokens
+    for (int64_t m = 0; m < M; ++m)
+      if (slot[m] >= 0) tokens[row[m]].push_back(m);
+    at::parallel_for(0, B * H_, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<float> p, sums;
       for (int64_t task = t0; task < t1; ++task) {
-        const int64_t m = task / H_, head = task % H_, n = slot[m] + 1;
-        if (n <= 0) continue;
-        const float* q = qkv + m * N + head * D_;
-        const float* keys = cache + ((row[m] * Hkv_ + head / group) * capacity) * D_;
-        const float* values = cache + (((B + row[m]) * Hkv_ + head / group) * capacity) * D_;
-        p.resize(n);
-        float top = -INFINITY, sum = 0.f;
-        for (int64_t j = 0; j < n; ++j) top = std::max(top, p[j] = dot(q, keys + j * D_, D_) * scale);
-        for (int64_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - top));
-        float* out = att + m * H_ * D_ + head * D_;
+        const int64_t b = task / H_, head = task % H_;
+        const auto& own = tokens[b];
+        if (own.empty()) continue;
+        int64_t n = 0;
+        for (int64_t m : own) n = std::max(n, slot[m] + 1);
+        const float* keys = cache + ((b * Hkv_ + head / group) * capacity) * D_;
+        const float* values = cache + (((B + b) * Hkv_ + head / group) * capacity) * D_;
+        const int64_t T = own.size();
+        p.assign(T * n, 0.f);
+        sums.assign(T, 0.f);
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t t = 0; t < T; ++t)
+            if (j <= slot[own[t]]) p[t * n + j] = dot(qkv + own[t] * N + head * D_, keys + j * D_, D_) * scale;
+        for (int64_t t = 0; t < T; ++t) {
+          float* pt = p.data() + t * n;
+          const int64_t len = slot[own[t]] + 1;
+          sums[t] = exp_shifted(pt, pt, len, *std::max_element(pt, pt + len));
+        }
         for (int64_t j = 0; j < n; ++j) {
-          const float w = p[j] / sum;
           const float* vj = values + j * D_;
-          for (int64_t i = 0; i < D_; ++i) out[i] += w * vj[i];
+          for (int64_t t = 0; t < T; ++t) {
+            if (j > slot[own[t]]) continue;
+            const float w = p[t * n + j] / sums[t];
+            float* out = att + own[t] * H_ * D_ + head * D_;
+            for (int64_t i = 0; i < D_; ++i) out[i] += w * vj[i];
+          }
         }
       }
     });
