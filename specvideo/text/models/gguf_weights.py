@@ -3,8 +3,8 @@
 Each block type is decoded from its bytes into codes and scales (numpy, vectorised over blocks):
 Q4_K (d, dmin and 6-bit scales and minimums of 8 sub-blocks of 32), Q6_K (d and int8 scales of
 16 sub-blocks of 16, 6-bit codes split into 4 low and 2 high bits), Q4_1 (d and m per 32), Q5_0
-(d per 32, 4 low bits and 1 high bit a code, held as 8-bit codes: exact, 10.5 bits a weight in
-place of the file's 5.5) and Q8_0 (d per 32). ``dequantize()`` of the result equals the gguf package's dequantisation bit for bit
+(d per 32, 4 low bits and 1 high bit a code: 5-bit codes, 6 bits a weight with d and 16 d in
+float16, in place of the file's 5.5) and Q8_0 (d per 32). ``dequantize()`` of the result equals the gguf package's dequantisation bit for bit
 (tests/text/test_gguf_weights.py). A float tensor (F32/F16/BF16) comes back dense.
 
 llama's q and k projections are stored with their rows permuted for llama.cpp's rotary layout;
@@ -80,7 +80,7 @@ def decode(data: np.ndarray, type_name: str, K: int) -> KQuantWeight:
         high = ((qh >> np.arange(32, dtype=np.uint32)) & 1).astype(np.uint8)  # (N, B, 32)
         qs = blocks[..., 6:]  # (N, B, 16): values j (low nibble) and j + 16 (high nibble)
         u = (np.concatenate([qs & 0xF, qs >> 4], -1) | (high << 4)).reshape(N, K)
-        parts = (u, ones(K // 32), ones(K // 32), d, 16 * d, 8, 32, 1, 0)  # d (u - 16)
+        parts = (u, ones(K // 32), ones(K // 32), d, 16 * d, 5, 32, 1, 0)  # d (u - 16)
     elif type_name == "Q8_0":
         blocks = data.reshape(N, K // 32, 34)
         d = _f16(blocks[..., 0:2])

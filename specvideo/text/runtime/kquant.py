@@ -11,6 +11,7 @@ type has (``C``: both; Q6_K's one, mn = sc; none where both are 1):
 | Q4_K | 4-bit q | 32 | 8 | d, 6-bit scale | dmin, 6-bit min | 2 | 4.625 (4.5) |
 | Q6_K | 6-bit q | 16 | 16 | d, int8 scale | 32 d, = sc | 1 | 6.625 (6.5625) |
 | Q4_1 | 4-bit q | 32 | 1 | d, 1 | -m, 1 | 0 | 5 (5) |
+| Q5_0 | 5-bit q | 32 | 1 | d, 1 | 16 d, 1 | 0 | 6 (5.5) |
 | Q8_0 | 8-bit q + 128 | 32 | 1 | d, 1 | 128 d, 1 | 0 | 9 (8.5) |
 
 so the weights are the file's own, bit for bit (d * sc and dmin * mn are exact in float32; the
@@ -166,8 +167,8 @@ def pack(u, sc, mn, d, dmin, bits: int, group: int, S: int, source: str, C: int 
     float32 -> the kernel's layout. N must be a multiple of 16; 6-bit codes go in groups of 16, with
     C 1 (mn = sc); C 0 where sc = mn = 1. half: d and dmin held in float16 (they must be exact)."""
     N, K = u.shape
-    if bits not in (4, 6, 8) or (bits == 6 and group != 16):
-        raise ValueError(f"k-quant codes are 4 or 8 bits, or 6 bits in groups of 16; got {bits} bits, group {group}")
+    if bits not in (4, 5, 6, 8) or (bits == 6) != (group == 16):
+        raise ValueError(f"k-quant codes are 4, 5 or 8 bits in groups of 32, or 6 bits in groups of 16; got {bits} bits, group {group}")
     if N % TILE or K % 32 or K % group:
         raise ValueError(f"a k-quant weight needs N a multiple of {TILE} and K of 32; got {N} x {K}")
     groups, quads = K // group, group // 4
@@ -188,8 +189,12 @@ def pack(u, sc, mn, d, dmin, bits: int, group: int, S: int, source: str, C: int 
 
 def to_registers(lanes: torch.Tensor, bits: int) -> torch.Tensor:
     """(..., quads, X) codes -> the bytes of the kernel's registers (..., zmm, X). 4 bits: quads j
-    and j + quads / 2 share a byte (low, high nibble). 6 bits (4 quads): two registers of low
-    nibbles (quads 0 | 2, 1 | 3) and one of the 2-bit high parts of all four."""
+    and j + quads / 2 share a byte (low, high nibble). 5 bits (8 quads): the low 4 bits so, then one
+    register whose bit j is quad j's fifth. 6 bits (4 quads): two registers of low nibbles (quads
+    0 | 2, 1 | 3) and one of the 2-bit high parts of all four."""
+    if bits == 5:
+        high = sum(((lanes[..., j, :] >> 4) & 1) << j for j in range(lanes.shape[-2]))  # (..., X)
+        return torch.cat([to_registers(lanes & 0x0F, 4), high.unsqueeze(-2).to(lanes.dtype)], dim=-2)
     if bits == 4:
         half = lanes.shape[-2] // 2
         return lanes[..., :half, :] | (lanes[..., half:, :] << 4)
@@ -203,6 +208,9 @@ def to_registers(lanes: torch.Tensor, bits: int) -> torch.Tensor:
 
 def from_registers(regs: torch.Tensor, bits: int) -> torch.Tensor:
     """The inverse of ``to_registers``: (..., zmm, X) bytes -> (..., quads, X) codes."""
+    if bits == 5:
+        low, high = from_registers(regs[..., :-1, :], 4), regs[..., -1:, :]  # (..., 8, X), (..., 1, X)
+        return low | (((high >> torch.arange(low.shape[-2])[:, None].to(high.dtype)) & 1) << 4)
     if bits == 4:
         return torch.cat([regs & 0x0F, regs >> 4], dim=-2)
     if bits == 6:

@@ -68,7 +68,8 @@ inline void tile_rows(const uint8_t* codes, const int8_t* scales, const SUP* sup
                       const int8_t* xq, const float* dx, const int32_t* xs, int64_t K, int64_t groups_all,
                       int64_t supers_all, float* y, int64_t ldy) {
   constexpr int QUADS = G / 4;  // 4-input steps per group: one vpdpbusd each
-  constexpr int ZMM = BITS == 4 ? QUADS / 2 : BITS == 6 ? 3 : QUADS;  // code registers loaded per group
+  constexpr int ZMM = BITS == 4 ? QUADS / 2 : BITS == 5 ? QUADS / 2 + 1 : BITS == 6 ? 3 : QUADS;  // code registers a group
+  static_assert(BITS != 5 || G == 32, "5-bit codes come in groups of 32");
   static_assert(BITS != 6 || G == 16, "6-bit codes come in groups of 16");
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -87,6 +88,15 @@ inline void tile_rows(const uint8_t* codes, const int8_t* scales, const SUP* sup
           w[q] = _mm512_and_si512(packed, low);
           w[q + ZMM] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
         }
+      } else if constexpr (BITS == 5) {  // 4-bit low parts as above, then one register of high bits (bit q: quad q's)
+        const __m512i high = _mm512_loadu_si512(cg + 4 * 64), sixteen = _mm512_set1_epi8(16);
+        for (int q = 0; q < 4; ++q) {
+          const __m512i packed = _mm512_loadu_si512(cg + q * 64);
+          w[q] = _mm512_and_si512(packed, low);
+          w[q + 4] = _mm512_and_si512(_mm512_srli_epi16(packed, 4), low);
+        }
+        for (int q = 0; q < QUADS; ++q)
+          w[q] = _mm512_mask_add_epi8(w[q], _mm512_test_epi8_mask(high, _mm512_set1_epi8((char)(1 << q))), w[q], sixteen);
       } else if constexpr (BITS == 6) {  // low nibbles of quads 0 | 2 and 1 | 3, then 2-bit high parts
         const __m512i l0 = _mm512_loadu_si512(cg), l1 = _mm512_loadu_si512(cg + 64), top = _mm512_loadu_si512(cg + 128);
         const __m512i two = _mm512_set1_epi8(0x30);
@@ -126,7 +136,7 @@ template <int BITS, int G, int C, typename SUP>
 inline void run(const uint8_t* codes, const int8_t* scales, const SUP* supers, int64_t N, int64_t K, int64_t S,
          const int8_t* xq, const float* dx, const int32_t* xs, int64_t M, float* y, int64_t ldy) {
   const int64_t groups = K / G, tiles = N / TILE, supers_all = groups / S;
-  const int64_t code_tile = groups * (BITS == 4 ? G / 8 : BITS == 6 ? 3 : G / 4) * 64;  // bytes of one tile's codes
+  const int64_t code_tile = groups * (BITS == 4 ? G / 8 : BITS == 5 ? G / 8 + 1 : BITS == 6 ? 3 : G / 4) * 64;  // a tile's code bytes
   at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const uint8_t* ct = codes + t * code_tile;
@@ -163,10 +173,10 @@ inline void check(const Part& p) {
   TORCH_CHECK(p.scales.size(1) == p.K() / p.group, "codes and scales: K / group groups");
   TORCH_CHECK(p.supers.size(1) == p.K() / p.group / p.S, "supers: K / (group * S) super-blocks");
   TORCH_CHECK(p.half() || p.supers.scalar_type() == torch::kFloat32, "supers: float32 or float16");
-  const bool ok = (p.bits == 4 && p.group == 32 && p.C() != 1) || (p.bits == 8 && p.group == 32 && p.C() != 1) ||
+  const bool ok = ((p.bits == 4 || p.bits == 5 || p.bits == 8) && p.group == 32 && p.C() != 1) ||
                   (p.bits == 6 && p.group == 16 && p.C() == 1);
   TORCH_CHECK(ok, "unsupported codes: bits ", p.bits, ", group ", p.group, ", ", p.C(),
-              " sub-scales (4/32 and 8/32 with 0 or 2, 6/16 with 1)");
+              " sub-scales (4/32, 5/32 and 8/32 with 0 or 2, 6/16 with 1)");
 }
 
 // y[:, :N] (rows ldy apart) = x (M, K) @ W^T: the activations rounded per super-block, then the tiles.
@@ -184,6 +194,8 @@ inline void product(const Part& p, const float* x, int64_t M, float* y, int64_t 
 #define EITHER(bits, group, C) { if (h) RUN(bits, group, C, h); else RUN(bits, group, C, f); return; }
   if (p.bits == 4 && p.C() == 2) EITHER(4, 32, 2)
   if (p.bits == 4) EITHER(4, 32, 0)
+  if (p.bits == 5 && p.C() == 2) EITHER(5, 32, 2)
+  if (p.bits == 5) EITHER(5, 32, 0)
   if (p.bits == 6) EITHER(6, 16, 1)
   if (p.C() == 2) EITHER(8, 32, 2)
   EITHER(8, 32, 0)
