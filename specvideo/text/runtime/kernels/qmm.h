@@ -1,8 +1,8 @@
 // (qmm.h) Weight-only quantised matrix products for the CPU, in the layout of llama.cpp's k-quants:
 // y (M, N) = x (M, K) @ W^T with W[n, k] = d[n, j] * sc[n, g] * u[n, k] - dmin[n, j] * mn[n, g]
-// (u: unsigned codes of 4, 6 or 8 bits; g: a group of G inputs; j: a super-block of S groups).
-// Q4_K maps onto it exactly (G 32, S 8), Q6_K too (8-bit codes, G 16, S 16), Q4_1 and Q8_0 with
-// S 1; any dense weight can be rounded to it.
+// (u: unsigned codes of 4, 5, 6 or 8 bits; g: a group of G inputs; j: a super-block of S groups).
+// Q4_K maps onto it exactly (G 32, S 8), Q6_K too (G 16, S 16), Q4_1, Q5_0 and Q8_0 with S 1; any
+// dense weight can be rounded to it.
 //
 // The activations are rounded to int8 per super-block (as llama.cpp's Q8_K / Q8 blocks), so the
 // product of a super-block is an integer sum of dot products: AVX-512 VNNI's vpdpbusd multiplies 64 code bytes
