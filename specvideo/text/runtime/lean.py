@@ -111,6 +111,7 @@ class LeanLlama(nn.Module):
             if gguf is not None:  # the file's own weights; no dense copy is made
                 self.weights = weights
                 self._init_gguf(model, gguf, vocab, fc)
+                self.exact_prefill = invariant  # its calls are invariant; a state need not prefill as if cold
                 return
             if tables is not None:  # the target runner's block table: rows unpacked on lookup
                 self.embed_table = table = tables.embed_table

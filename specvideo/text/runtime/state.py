@@ -77,7 +77,9 @@ class CausalLMState(BatchRows):
         # so every later position is computed in a decode-sized call, as a 1-token step computes it;
         # the prefill goes in chunks that end at multiples of PREFILL_CHUNK slots, so a prompt cache
         # that restores whole chunks leaves the rest computed in the very calls of a cold prefill
-        self.invariant = bool(getattr(model, "invariant", False))
+        # (a GGUF runner's calls are invariant whatever was asked; ``exact_prefill`` says whether its
+        # caller asked for a prefill as exact as a cold one: a local draft's did not)
+        self.invariant = bool(getattr(model, "exact_prefill", getattr(model, "invariant", False)))
         self._prefill = input_ids.shape[1] - 1 if self.invariant else 0
         self.on_prefill = None  # called with this state after its first forward (a prompt cache's store)
         self._hidden_prefix: torch.Tensor | None = None  # (1, r, d) a restored prefix's features
