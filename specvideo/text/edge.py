@@ -67,11 +67,10 @@ def local_drafter(spec: str, device: str | None = None, dtype: str = "auto"):
     """(drafter, tokenizer) by name: "lookup" (no model, no tokenizer), "none", "pair:NAME" (the draft
     model of the named pair, e.g. pair:smollm2, its shared embeddings from the pair's target), or a
     model to run whole (a name, a FILE.gguf such as the code pair's 0.5B sibling, a directory) in
-    ``dtype`` ("int4": a weight-only int4 copy, the fastest here for the 0.5B; "auto" runs a GGUF
-    file's own blocks, whose invariant runner restores only whole 128-token chunks of a prompt, so
-    each round re-feeds the tokens past the last one: docs/BENCHMARKS.md #68). A local drafter runs
-    without batch invariance where its format allows (its tokens are only proposals; the server's
-    check keeps the answer exact), so a round prefills only its new tokens."""
+    ``dtype`` ("auto": a GGUF file's own blocks on the k-quant kernel where it runs them, the 0.5B's
+    Q5_0 included; "int4": a weight-only int4 copy). A local drafter runs without batch invariance
+    (its tokens are only proposals; the server's check keeps the answer exact): its state restores
+    any cached prefix, so a round prefills only its new tokens."""
     from specvideo.text import SpeculativeGenerator
 
     if spec == "lookup":

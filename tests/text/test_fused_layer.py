@@ -14,6 +14,7 @@ from tests.text.test_gguf import write_tiny_qwen2_gguf
 
 pytestmark = pytest.mark.skipif(not kernels.built(), reason=f"the k-quant kernel does not run here: {kernels.why_not()}")
 BLOCKS = {"attn_v": "Q8_0", "ffn_down": "Q8_0", "*": "Q4_1"}  # q/k and v in two formats: a stacked q/k/v
+FILE = {}  # the fixture's shell model and GGUF path
 
 
 @pytest.fixture(scope="module")
@@ -21,6 +22,7 @@ def tiny(tmp_path_factory):
     path = tmp_path_factory.mktemp("fused") / "tiny.gguf"
     _, tok = write_tiny_qwen2_gguf(path, quant=BLOCKS)
     shell = gguf_models.load_gguf_target(gguf_models.metadata_dir(path, path.parent / "meta"))
+    FILE.update(shell=shell, path=str(path))
     return LeanLlama(shell, invariant=True, weights="gguf", gguf=str(path)), tok, str(path.parent / "meta")
 
 
@@ -71,3 +73,14 @@ def test_rows_that_stand_apart_decode_as_each_alone(tiny, monkeypatch):
     out = gen.generate(prompts, max_new_tokens=10, stop=None)
     assert any(apart)  # the batch's rows ran through the layers at their own slots
     assert out.token_ids == [own_greedy(gen, p, 10) for p in prompts]
+
+
+def test_a_runner_built_without_invariance_lets_its_state_restore_any_prefix(tiny):
+    """Its calls are invariant either way; asked for no invariance (a local draft), its state prefills
+    in one call and a prompt cache may restore any prefix, not whole 128-token chunks only."""
+    lean, _, _ = tiny
+    loose = LeanLlama(FILE["shell"], weights="gguf", gguf=FILE["path"])
+    prompt = torch.randint(5, 290, (1, 150), generator=torch.Generator().manual_seed(3))
+    exact, free = CausalLMState(lean, prompt, torch.ones_like(prompt)), CausalLMState(loose, prompt, torch.ones_like(prompt))
+    assert loose.invariant and loose._fused is not None  # the same calls
+    assert (exact.restorable(149), free.restorable(149)) == (128, 149)
