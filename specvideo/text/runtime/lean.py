@@ -253,7 +253,6 @@ class LeanLlama(nn.Module):
             if features is None or features.shape[:2] != (B, n):
                 raise ValueError(f"a draft head needs a feature beside each of its {n} tokens")
             x = F.linear(torch.cat([x, features.to(x.dtype)], dim=-1), *self.fc)  # (B, n, d)
-        cos, sin = self._rope(position_ids)  # (B, H + 2 H_kv, n, D) each
         if self.invariant and attention_mask is None:
             mask = _Canonical(invariant.attention_plan(start, n, input_ids.device))
             cache.reserve(mask.plan[-1].width - start)
@@ -266,6 +265,8 @@ class LeanLlama(nn.Module):
         states = [x] if output_hidden_states else None  # transformers' hidden_states, (B, n, d) each
         if fast := self._fused and isinstance(mask, _Canonical) and n <= invariant.MAX_TILED_ROWS:
             x = fused_layer.run(self._fused, self, x, position_ids, fused_layer.slots(mask, start, B, n), cache, states)
+        else:
+            cos, sin = self._rope(position_ids)  # (B, H + 2 H_kv, n, D) each
         for i, layer in enumerate([] if fast else self.layers):
             x = x + self._attend(i, layer, self._norm(x, layer.in_norm), cos, sin, mask, cache)
             gate, up = self._linear(self._norm(x, layer.post_norm), layer.gate_up).chunk(2, -1)  # (B, n, I) each
