@@ -1,4 +1,4 @@
-"""What every benchmark report shares: machine information and safe edits of docs/BENCHMARKS.md.
+"""What every benchmark report shares: machine information and safe edits of the reports (docs/history/benchmarks.md by default).
 
 Each benchmark owns one "## ..." section of the report; ``replace_section`` swaps that section and
 leaves the others as they are, ``atomic_write`` never leaves a half-written file behind.

@@ -1,7 +1,7 @@
 """What the device computes natively, probed in one place for the text and the video side.
 
 Decided from the hardware's flags, not from a timing: a timing at load would cost seconds and vary
-with load. docs/BENCHMARKS.md "Text: decode cost per dtype" has the measured curve behind the bf16
+with load. docs/history/benchmarks.md "Text: decode cost per dtype" has the measured curve behind the bf16
 rule: on this project's CPUs a bf16 product over 1-16 tokens costs less than a float32 one over 1.
 """
 

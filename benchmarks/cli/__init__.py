@@ -6,7 +6,7 @@ from __future__ import annotations
 from benchmarks.cli import batch, checks, drafters, edge, serve, text, video
 from specvideo.cli.common import Parser
 
-HELP = "side-by-side benchmarks (results in docs/BENCHMARKS.md)"
+HELP = "side-by-side benchmarks (dated runs in docs/history/benchmarks.md; current results in docs/BENCHMARKS.md)"
 
 
 def add(commands) -> None:

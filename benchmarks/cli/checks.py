@@ -28,7 +28,7 @@ def add(kinds) -> None:
     b.add_argument("--max-side", metavar="PX", type=int, default=320)
     b.add_argument("--synthetic-size", metavar="PX", type=int, default=128)
     b.add_argument("-k", "--num-draft-frames", metavar="K", type=int, default=4)
-    add_report(b, "docs/BENCHMARKS.md", "checks")
+    add_report(b, "docs/history/benchmarks.md", "checks")
     b.set_defaults(run=run)
 
 

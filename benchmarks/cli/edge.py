@@ -31,7 +31,7 @@ def add(kinds) -> None:
     b.add_argument("--seed", type=int, default=d.seed)
     b.add_argument("--prompts", metavar="FILE.jsonl", help='prompts instead of the split: {"prompt": "...", "chat": true} a line')
     b.add_argument("--label", default="", help="the report section's name after the heading")
-    add_report(b, "docs/BENCHMARKS.md", "edge")
+    add_report(b, "docs/history/benchmarks.md", "edge")
     b.set_defaults(run=run)
 
 

@@ -87,7 +87,7 @@ class BenchTextConfig:
     prompts: str | None = None
     num_prompts: int = 16  # per workload: the issue's held-out size (the code split holds more)
     max_new_tokens: int = 96
-    # the sweeps default to the picks of the tuning split (docs/BENCHMARKS.md "Text: tuning split"),
+    # the sweeps default to the picks of the tuning split (docs/history/benchmarks.md "Text: tuning split"),
     # so a plain held-out run measures the chosen setting of each family
     drafters: tuple[str, ...] = ("hybrid@2048",)
     schedules: tuple[str, ...] = ("heuristic",)
@@ -122,7 +122,7 @@ class BenchTextConfig:
     # the models' number format (specvideo.text.models.precision): auto = bfloat16 where the CPU has bf16
     # units; every method (transformers' and ours) runs the same weights in it
     dtype: str = "auto"
-    report: str = "docs/BENCHMARKS.md"
+    report: str = "docs/history/benchmarks.md"
 
     def __post_init__(self) -> None:
         for name in (

@@ -182,7 +182,7 @@ def choose(results: BenchResults) -> dict[str, MethodResult | None]:
     return picks
 
 
-def write_report(results: BenchResults, command: str, path: str | os.PathLike = "docs/BENCHMARKS.md") -> Path:
+def write_report(results: BenchResults, command: str, path: str | os.PathLike = "docs/history/benchmarks.md") -> Path:
     """Write (or replace) the split's section of the report, and its plot next to it."""
     path = Path(path)
     split = results.settings.get("split", "heldout")

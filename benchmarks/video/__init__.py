@@ -2,7 +2,7 @@
 
 ``config`` (settings and methods), ``workloads`` (the split's clips), ``methods`` (running and
 timing one method), ``scoring`` (quality, costs, discrimination, aggregation), ``run`` (the run),
-``report`` (targets, tables, the default choice, docs/BENCHMARKS.md) and ``plot`` (the Pareto PNG).
+``report`` (targets, tables, the default choice, docs/history/benchmarks.md) and ``plot`` (the Pareto PNG).
 Settings are chosen with ``--split tuning`` and reported with ``--split validation``.
 """
 

@@ -122,7 +122,7 @@ class BenchVideoConfig:
     seed: int = 0
     device: str = "cpu"
     autocast: str = D.autocast  # the verifier's UNet under bf16 autocast: off, bf16, auto
-    report: str = "docs/BENCHMARKS.md"
+    report: str = "docs/history/benchmarks.md"
 
     def __post_init__(self) -> None:
         if self.split == "heldout":  # the validation split's old name, in the commands of older reports

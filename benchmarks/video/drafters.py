@@ -47,7 +47,7 @@ class BenchDraftersConfig:
     synthetic_size: int = 128
     max_side: int = 320
     repeats: int = 3
-    report: str = "docs/BENCHMARKS.md"
+    report: str = "docs/history/benchmarks.md"
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:

@@ -1,5 +1,5 @@
 """The video benchmark's report: target checks, tables, the Pareto plot, the default choice on the
-tuning split, and its section of docs/BENCHMARKS.md (one per split)."""
+tuning split, and its section of docs/history/benchmarks.md (one per split)."""
 
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def write_report(
-    results: BenchVideoResults, command: str, path: str | os.PathLike = "docs/BENCHMARKS.md"
+    results: BenchVideoResults, command: str, path: str | os.PathLike = "docs/history/benchmarks.md"
 ) -> Path:
     """Write (or replace) this split's section of the report, and its Pareto plot next to it."""
     from benchmarks.video.plot import plot_pareto

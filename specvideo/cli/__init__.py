@@ -17,7 +17,7 @@ from specvideo.paths import add_checkout_to_path
 # commands whose code lives beside the package, in a checkout of the repository, not in a
 # pip-installed specvideo: the command, the module that registers it, its help
 CHECKOUT_COMMANDS = (
-    ("bench", "benchmarks.cli", "side-by-side benchmarks (results in docs/BENCHMARKS.md)"),
+    ("bench", "benchmarks.cli", "side-by-side benchmarks (dated runs in docs/history/benchmarks.md; current results in docs/BENCHMARKS.md)"),
     ("train", "recipes.cli", "the recipes that produced the shipped weights"),
 )
 

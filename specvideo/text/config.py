@@ -30,12 +30,12 @@ class TextConfig(Settings):
 
     # None: by the models given (``default_drafter``): the head's hybrid for a draft head, the draft
     # model for a draft model, prompt lookup ("ngram") without one, which is the default pair's: the
-    # fastest configuration of the tuning split, for raw prompts and chat alike (docs/BENCHMARKS.md
+    # fastest configuration of the tuning split, for raw prompts and chat alike (docs/history/benchmarks.md
     # "Text: tuning split, one default or one per kind of prompt"): prompt lookup k 3 tied the draft
     # head behind lookup on code greedily and led it sampled and on chat, so no per-kind default
     drafter: str | None = None
     # k 3 at a constant length: the pick of the tuning split for prompt lookup, the hybrid and the
-    # draft head alike (docs/BENCHMARKS.md "Text: tuning split, draft head")
+    # draft head alike (docs/history/benchmarks.md "Text: tuning split, draft head")
     num_draft_tokens: int = 3
     schedule: str = "constant"
     max_new_tokens: int = 128
@@ -45,7 +45,7 @@ class TextConfig(Settings):
     # how sampled rows draw and check tokens (``RowSampler``): "gumbel", each row's tokens from its
     # own seed alone, whatever the batch; "rejection", speculative sampling on each row's generator,
     # which accepted 11-19 % more sampled model drafts on the tuning split but ties a row's tokens to
-    # its run (docs/BENCHMARKS.md "Text: the sampling rule")
+    # its run (docs/history/benchmarks.md "Text: the sampling rule")
     sampling_rule: str = "gumbel"
     max_ngram: int = 3
     # hybrid drafter: look up only matches of at least this many tokens (else the model drafts);

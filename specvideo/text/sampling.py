@@ -87,7 +87,7 @@ class RowSampler:
     ``rejection``: speculative sampling (Leviathan et al. 2023) on each row's own generator: a model
     drafter samples x from q, the target accepts it with probability min(1, p(x) / q(x)), else
     samples the residual. Exact too, and it accepts more sampled model drafts (the optimal coupling
-    of q and p; docs/BENCHMARKS.md "Text: the sampling rule"), but a row's tokens then depend on
+    of q and p; docs/history/benchmarks.md "Text: the sampling rule"), but a row's tokens then depend on
     its drafts and round lengths, so on the run it is in. Greedy rows take the argmax under both.
     """
 

@@ -1,6 +1,6 @@
 """One source of defaults for video generation: the API, the CLI, the app and batch jobs read them
 from here, as one ``VideoConfig``. How each default was chosen, with its measurements, is in
-docs/BENCHMARKS.md ("Video: the typicality check (#39)", "Video: tuning split", "Video: bf16
+docs/history/benchmarks.md ("Video: the typicality check (#39)", "Video: tuning split", "Video: bf16
 autocast of the verifier").
 """
 
@@ -19,11 +19,11 @@ MODES = ("speculative", "target", "draft")
 FALLBACKS = ("none", "still")
 # the typicality threshold, chosen on the tuning split by a rule that does not look at the default's
 # targets: the largest tau that accepts >= 95 % of the *true* frames in every workload (the 5th
-# percentile of their scores as drafts: 0.47 synthetic, 0.335 real; docs/BENCHMARKS.md "Video: the
+# percentile of their scores as drafts: 0.47 synthetic, 0.335 real; docs/history/benchmarks.md "Video: the
 # typicality check"): a check that rejected more real footage than that would be wrong. The
 # two-sided band (#47: t 100, tau 0.369, check_center 2.217, set by scripts/check_band.py) is not
 # the default: it lost on the tuning split's default rule (9 of 14 targets against 10) and on
-# validation realism (docs/BENCHMARKS.md "Video: a two-sided check")
+# validation realism (docs/history/benchmarks.md "Video: a two-sided check")
 TYPICALITY_THRESHOLD = 0.33
 # each check's threshold when none is given: SSIM 0.9 and PSNR 30 dB for the refine checks
 DEFAULT_THRESHOLDS = {"typicality": TYPICALITY_THRESHOLD, "ssim": 0.9, "psnr": 30.0}
@@ -61,7 +61,7 @@ class VideoConfig(Settings):
     fps: float = 8.0
     # frames are generated at the input's resolution, downscaled on decode to this longer side at
     # most (aspect kept): the UNet is fully convolutional, its cost grows with the pixels; 320 keeps a
-    # 320 x 240 clip whole (0.35 s a frame for the default on this project's CPU: docs/BENCHMARKS.md "Video: test split at 320 px")
+    # 320 x 240 clip whole (0.35 s a frame for the default on this project's CPU: docs/history/benchmarks.md "Video: test split at 320 px")
     max_side: int = 320
     # the verifier's UNet under bf16 autocast where the device computes bf16 natively (AMX / AVX-512
     # BF16 CPUs, GPUs): realism unchanged within the seed spread, 1.4-1.7x faster at 320 px

@@ -25,7 +25,7 @@ Q6_K, Q4_1, Q8_0), not re-rounded, on specvideo's own VNNI kernel, float32 activ
 ``dtype="int8"`` / ``"int4"``: weight-only quantised projections and output head (fewer bytes per
 weight, for a memory-bound model), activations in the dtype "auto" would pick; exact in the same
 sense against the quantised model's own decoding. Not lossless against bf16: the quality cost is
-measured in docs/BENCHMARKS.md "Text: weight formats".
+measured in docs/history/benchmarks.md "Text: weight formats".
 """
 
 from __future__ import annotations

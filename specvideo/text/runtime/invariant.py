@@ -20,7 +20,7 @@ A prefill runs in calls that end at multiples of ``PREFILL_CHUNK`` slots (a call
 ``MAX_TILED_ROWS`` rows untiled): every run computes a prompt alike, a prompt cache that restores
 whole chunks included, and ``CausalLMState`` feeds the prompt's last token with the first decode
 block. In bf16 a 4-row
-product costs about what a 1-row one does (docs/BENCHMARKS.md "Text: decode cost per dtype").
+product costs about what a 1-row one does (docs/history/benchmarks.md "Text: decode cost per dtype").
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ own weight-only kernels, which read the packed weight and dequantise it inside t
 Activations stay in the model's dtype (bfloat16 where it is native); only the weights are
 quantised, round to nearest, once at load. Why torch's ops and not torchao: torchao's CPU int4
 layout calls these same two kernels, and its int8 weight-only path needs ``torch.compile`` to beat
-them; a run-time dependency for two calls is not worth it (docs/BENCHMARKS.md "Text: weight
+them; a run-time dependency for two calls is not worth it (docs/history/benchmarks.md "Text: weight
 formats" has the cost curves per format and row count).
 
 Exactness is the invariant verifier's (``specvideo.text.runtime.invariant``): these kernels quantise no
@@ -39,7 +39,7 @@ WEIGHT_FORMATS = ("int8", "int4")  # besides the dense weights of the model's dt
 # the int4 group size: 32 inputs, as the sub-blocks of llama.cpp's Q4_K (the GGUF files the named
 # models come from), so a min-max grid nearly retraces theirs: held-out code perplexity of the
 # 1.5B 4.98 at 32 against 5.08 at 64 and 5.42 at 128 (bf16 4.60), for 1,365 MB of weights against
-# 1,273 and 1,227 (docs/BENCHMARKS.md "Text: weight formats")
+# 1,273 and 1,227 (docs/history/benchmarks.md "Text: weight formats")
 INT4_GROUPS = (32,)
 INT4_ROWS = 16  # the int4 kernel packs output rows in blocks of this many
 
