@@ -31,7 +31,7 @@ TEXT_RUNS = {
     "head-hybrid": [CODE, "--drafter", "head-hybrid"],
     "head-tree": [PROSE, "--drafter", "head-tree"],
     "tree-exact": [CODE, "--drafter", "tree", "--exact"],
-    "self-hybrid": [CODE, "--drafter", "self-hybrid"],
+    "self-hybrid": [CODE, "--drafter", "self-hybrid", "--dtype", "bfloat16"],  # an int4 copy of the dense target
     "int8": [CODE, "--dtype", "int8"],
     "heuristic-k5": [PROSE, "--schedule", "heuristic", "-k", "5", "--drafter", "lean"],
     "sampled": [PROSE, "--temperature", "0.8", "--top-p", "0.9", "--seed", "3", "--drafter", "head-hybrid"],

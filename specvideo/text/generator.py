@@ -103,6 +103,12 @@ class SpeculativeGenerator:
                 f"drafter={name!r} drafts with a LeanLlama copy of the target: "
                 f"{' and '.join(LEAN_MODEL_TYPES)} targets only, got {m.target.config.model_type!r}"
             )
+        if spec.copy and m.weights == "gguf":
+            raise ValueError(
+                f"drafter={name!r} drafts with an {spec.copy} copy of the target's dense weights, and a GGUF "
+                "target keeps none (it runs its file's own blocks): load the target dense (dtype='bfloat16') "
+                "for self-speculation, or draft by prompt lookup (ngram)"
+            )
         if spec.copy and m.weights == spec.copy:
             raise ValueError(
                 f"drafter={name!r} drafts with an {spec.copy} copy of the target, which an {spec.copy} target "

@@ -106,7 +106,7 @@ class TextModels:
         self.invariant, self.weights = bool(invariant), weights
         self._runners: dict[tuple, LeanLlama] = {}
         for fmt in copies:
-            if fmt != weights and self.lean_ok:  # (an impossible copy is the generator's error to give)
+            if fmt != weights and weights != "gguf" and self.lean_ok:  # (an impossible copy is the generator's error to give)
                 self._runners[(fmt, None)] = LeanLlama(self.target, None, weights=fmt)
         self.target_runner = self._target_runner(lean_target)
         if packed == "auto":

@@ -84,3 +84,11 @@ def test_a_runner_built_without_invariance_lets_its_state_restore_any_prefix(tin
     exact, free = CausalLMState(lean, prompt, torch.ones_like(prompt)), CausalLMState(loose, prompt, torch.ones_like(prompt))
     assert loose.invariant and loose._fused is not None  # the same calls
     assert (exact.restorable(149), free.restorable(149)) == (128, 149)
+
+
+def test_a_gguf_target_is_told_self_speculation_needs_its_dense_weights(tiny):
+    """An int4 copy is made from dense weights; a target on its file's blocks keeps none."""
+    from specvideo.text import SpeculativeGenerator
+
+    with pytest.raises(ValueError, match="a GGUF target keeps none"):
+        SpeculativeGenerator.from_pretrained(tiny[2], dtype="gguf", drafter="self-hybrid")
