@@ -295,7 +295,7 @@ def chain_acceptance(
             if (t - start) % stride or t + k >= len(ids):
                 state.forward()
                 continue
-            state.mark_round()
+            mark = state.num_tokens + 1  # x_t's slot stays, the drafted ones go
             logits, ok = state.forward()[0, -1], True
             for i in range(k):
                 token = int(logits.argmax())
@@ -304,7 +304,7 @@ def chain_acceptance(
                 hits[i] += int(ok)
                 if i < k - 1:
                     logits = state.forward(torch.tensor([[token]]), features=state.hidden[:, -1:])[0, -1]
-            state.rollback(torch.ones(1, dtype=torch.long))  # keep x_t's slot, drop the drafted ones
+            state.truncate(mark)
     return [h / n if n else 0.0 for h, n in zip(hits, tries)]
 
 

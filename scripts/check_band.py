@@ -1,4 +1,4 @@
-"""The two-sided typicality band, calibrated on the true frames (docs/BENCHMARKS.md "Video"; #47).
+"""The two-sided typicality band, calibrated on the true frames (docs/history/benchmarks.md "Video"; #47).
 
 The pipeline's typicality score r of a draft is the target's denoising error on the clip's last
 real frame over its error on the draft (``rounds.typicality``): r near the true frames' own scores

@@ -1,4 +1,4 @@
-"""How well the video check ranks drafts for the same context (docs/BENCHMARKS.md "Video"; #47).
+"""How well the video check ranks drafts for the same context (docs/history/benchmarks.md "Video"; #47).
 
 For every window of a bench split (``benchmarks.video.workloads``: its context and the true next
 frame), the drafts of one context are the true frame, the copied last frame (frozen), the flow

@@ -1,6 +1,6 @@
 """The cost of one forward of a model on LeanLlama(invariant=True) at 1, 2, 4, 8 and 16 tokens over a
 cache of ``--context`` tokens, per number format (bf16 dense, int8 and int4 weight-only): the curve
-behind the verify width of each format (docs/BENCHMARKS.md "Text: weight formats"). Median of
+behind the verify width of each format (docs/history/benchmarks.md "Text: weight formats"). Median of
 ``--repeats`` calls after two warm-ups, 2 threads, with the weights' bytes and the process's
 resident memory after each format is built (the previous one freed).
 
@@ -28,11 +28,11 @@ def forward_ms(lean: LeanLlama, context: int, rows: int, repeats: int) -> float:
     block = torch.randint(100, 20000, (1, rows), generator=torch.Generator().manual_seed(1))
     times = []
     for _ in range(repeats + 2):
-        state.mark_round()
+        mark = state.num_tokens.clone()
         start = time.perf_counter()
         state.forward(block, num_logits=rows)
         times.append(time.perf_counter() - start)
-        state.rollback(torch.zeros(1, dtype=torch.long))  # back to the context
+        state.truncate(mark)  # back to the context
     return sorted(times[2:])[repeats // 2] * 1e3
 
 

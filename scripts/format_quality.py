@@ -1,4 +1,4 @@
-"""What a weight-only format costs in quality, against the same model in bf16 (docs/BENCHMARKS.md
+"""What a weight-only format costs in quality, against the same model in bf16 (docs/history/benchmarks.md
 "Text: weight formats"): per format (bf16 dense, int8, int4, all on LeanLlama(invariant=True)) and
 for llama.cpp on the GGUF file the bf16 directory was converted from,
 

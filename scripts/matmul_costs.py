@@ -2,7 +2,7 @@
 ``specvideo.text.models.precision``'s dtype rule), and per weight-only format (int8, int4 over bf16
 activations, ``specvideo.text.runtime.quant``): median of 20 calls after 3 warm-ups, 2 threads.
 
-    python scripts/matmul_costs.py            # a markdown table (docs/BENCHMARKS.md "Text: decode cost per dtype")
+    python scripts/matmul_costs.py            # a markdown table (docs/history/benchmarks.md "Text: decode cost per dtype")
 """
 
 import time

@@ -1,6 +1,6 @@
 """Where a text target's time goes, per number format: a decode step (1 token), a 4-token check and a
 prompt chunk, each timed (median of ``--repeats`` after two warm-ups) and profiled per op with
-torch.profiler (the top ops by self CPU time). The evidence behind docs/BENCHMARKS.md "Text: the
+torch.profiler (the top ops by self CPU time). The evidence behind docs/history/benchmarks.md "Text: the
 k-quant kernel" (#54): run it before and after a change to a kernel or a format.
 
 Formats: ``gguf`` (the GGUF file's own blocks on specvideo's kernel, each layer of a decode block in
@@ -74,9 +74,9 @@ def block_ms(lean: LeanLlama, context: int, rows: int, repeats: int, profile: bo
     block = torch.randint(100, 20000, (1, rows), generator=torch.Generator().manual_seed(1))
 
     def once():
-        state.mark_round()
+        mark = state.num_tokens.clone()
         state.forward(block, num_logits=rows)
-        state.rollback(torch.zeros(1, dtype=torch.long))
+        state.truncate(mark)
 
     return measured(once, repeats, profile)
 

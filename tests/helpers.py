@@ -167,9 +167,9 @@ def decode_joining(gen, first, joining=()) -> dict:
 
     run, out = gen.open_rows(first, tag=0), {}
     for r, _ in enumerate(run.steps()):
-        out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
+        out.update({t: list(run.rows.outputs[b]) for b, t in enumerate(run.tags)})
         if r == 1:
             for i, req in joining:
                 run.admit(req, tag=i)
-    out.update({t: list(run.verifier.outputs[b]) for b, t in enumerate(run.tags)})
+    out.update({t: list(run.rows.outputs[b]) for b, t in enumerate(run.tags)})
     return out

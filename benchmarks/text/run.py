@@ -333,9 +333,9 @@ def _forward_ms(model, prompt: torch.Tensor, width: int, steps: int) -> float:
     block = prompt[:, -1:].repeat(1, width)  # (1, width)
     times = []
     for _ in range(steps):
-        state.mark_round()
+        mark = state.num_tokens.clone()
         start = time.perf_counter()
         state.forward(block, num_logits=width, features=features(width))
         times.append(time.perf_counter() - start)
-        state.rollback(torch.zeros(1, dtype=torch.long))
+        state.truncate(mark)
     return statistics.fmean(times) * 1e3

@@ -15,11 +15,12 @@ from specvideo.core.types import Draft, SpecStats, Step, Verdict
 
 
 class Drafter(Protocol):
+    """Proposes from the rows' history, which the verifier's commit extends (a drafter with a cache
+    re-syncs to it), so it has nothing to commit."""
+
     calls: int
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft: ...
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None: ...
 
 
 class Verifier(Protocol):
@@ -59,7 +60,6 @@ def speculate(
         with stats.timer("correct"):
             verdict = verifier.correct(draft, verdict)
         active = verifier.active.clone()
-        drafter.commit(draft, verdict)
         emitted = verifier.commit(draft, verdict)
         stats.record(draft, verdict, active, emitted)
         stats.target_calls, stats.draft_calls = verifier.calls, drafter.calls

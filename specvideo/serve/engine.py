@@ -182,7 +182,7 @@ class Engine:
                 self.rows_running = run.size
                 self.metrics.batch_width.observe(run.size)
                 self._report_rows(run)
-                run.finish([b for b, row in run.rows() if row.done or row.job.cancelled.is_set()])
+                run.finish([b for b, row in run.generating() if row.done or row.job.cancelled.is_set()])
                 joined = 0  # rows admitted at this round boundary so far (each prefill delays the next)
                 while run.size < self.max_batch:
                     try:
@@ -193,12 +193,12 @@ class Engine:
                     joined += self._join(run, job, joined)
                     self._report_rows(run)  # a joining row's first token, from its prefill
                 widest = self.batches[index] = max(widest, run.size)
-                held[:] = [row.job for _, row in run.rows()]  # the answered ones need no keeping
+                held[:] = [row.job for _, row in run.generating()]  # the answered ones need no keeping
                 last = time.monotonic()
             self._report_rows(run, end=True)
         except Exception as err:  # noqa: BLE001 - every row still running gets an answer
             error = APIError(500, f"generation failed: {first_line(err)}", "server_error")
-            for _, row in run.rows():
+            for _, row in run.generating():
                 row.job.events.put(Failed(error))
         finally:
             self.rows_running = 0
@@ -299,7 +299,7 @@ def _speculative(stats, batch_size: int) -> dict:
 
 def _request(job: Job):
     """The row request of a job (a seed drawn from the clock when it names none)."""
-    from specvideo.text.run import RowRequest
+    from specvideo.text.book import RowRequest
     from specvideo.text.sampling import SamplingConfig
 
     sampling = SamplingConfig(

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specvideo.serve.protocol import APIError, Usage
-from specvideo.text.run import first_stop, shown_length
+from specvideo.text.book import first_stop, shown_length
 
 
 @dataclass(frozen=True)

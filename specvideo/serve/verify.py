@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from specvideo.serve.jobs import Answered, Failed, Job
 from specvideo.serve.protocol import MAX_STOP_SEQUENCES, APIError, Message, new_id
 from specvideo.serve.requests import job_events, submit
-from specvideo.text.run import RowRequest, cut_at_stop, shown_length
+from specvideo.text.book import RowRequest, cut_at_stop, shown_length
 from specvideo.text.sampling import SamplingConfig
 
 MAX_DRAFT = 32  # draft tokens one round may send

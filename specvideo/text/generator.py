@@ -27,7 +27,8 @@ from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
 from specvideo.text.models.precision import LEAN_MODEL_TYPES
 from specvideo.text.models.vocab import check_size, draft_vocabulary
 from specvideo.text.prompts import EncodedPrompt, encode_prompt, fim_prompt
-from specvideo.text.run import RowRequest, Run, TextOutput, cut_at_stop, shown_length, stop_rules
+from specvideo.text.book import RowBook, RowRequest, cut_at_stop, shown_length, stop_rules
+from specvideo.text.run import Run, TextOutput
 from specvideo.text.sampling import RowSampler, SamplingConfig
 from specvideo.text.text_models import TextModels, copies_for
 
@@ -219,12 +220,12 @@ class SpeculativeGenerator:
     def stream_run(self, run: Run) -> Iterator[str | list[str]]:
         """The decoded pieces of a Run from ``start`` (its ``stats`` fill up as they come)."""
         decoded = [""] * run.prompt.batch_size
-        stops = run.verifier.stop_strings
+        stops = run.rows.stop_strings
         for _ in run.steps():
             pieces = []
-            for b, tokens in enumerate(run.verifier.outputs):
+            for b, tokens in enumerate(run.rows.outputs):
                 text, stopped = cut_at_stop(self.tokenizer.decode(tokens, skip_special_tokens=True), stops)
-                done = stopped or not bool(run.verifier.active[b])
+                done = stopped or not bool(run.rows.active[b])
                 stable = shown_length(text, stops, done)
                 pieces.append(text[len(decoded[b]) : stable])
                 decoded[b] = text[:stable] if stable >= len(decoded[b]) else decoded[b]
@@ -307,13 +308,11 @@ class SpeculativeGenerator:
         spec = spec_of(name)
         self.models.check_room(prompt.max_length, max(r.max_new_tokens for r in requests), spec)
         runner = self.runner if spec is self.drafter_spec else self.models.draft_runner(spec, self.draft_vocab)
-        sampler = RowSampler(self.config.sampling_rule)
-        for request in requests:
-            sampler.admit(request.sampling, request.seed)
-        budgets = [r.max_new_tokens for r in requests]
-        verifier = build_verifier(spec, self.models.target_runner, sampler, budgets, stop_ids)
+        rows = RowBook(requests, stop_ids)
         if stop_strings:
-            verifier.stop_on_text(stop_strings, self.tokenizer)
+            rows.stop_on_text(stop_strings, self.tokenizer)
+        sampler = RowSampler(self.config.sampling_rule, rows)
+        verifier = build_verifier(spec, self.models.target_runner, sampler, rows)
         parts = DraftParts(self.models.draft_for(spec), runner, self.models.vocab_size, verifier, prompt.batch_size, self.config)
         built = build_drafter(name, parts)
         packing = lambda: self.models.packing(spec)  # noqa: E731 - a context per round loop
@@ -323,7 +322,7 @@ class SpeculativeGenerator:
         verifier.followers.append(built)  # finished rows leave the drafter's cache too
         cache = all(r.cache_prompt for r in requests)
         cached = self._cache_prompt(prompt, verifier.state) if cache else 0
-        return Run(self, built, verifier, prompt, packing, cached, name, tags or [None] * prompt.batch_size)
+        return Run(self, built, verifier, rows, prompt, packing, cached, name, tags or [None] * prompt.batch_size)
 
     def schedule(self):
         """A fresh draft-length schedule for a run."""
@@ -337,11 +336,11 @@ class SpeculativeGenerator:
         return self.models.cache_prompt(prompt.input_ids[0].tolist(), state)
 
     def _output(self, run: Run) -> TextOutput:
-        token_ids = run.verifier.outputs
+        token_ids = run.rows.outputs
         texts = None
         if self.tokenizer is not None:
             texts = [self.tokenizer.decode(ids, skip_special_tokens=True) for ids in token_ids]
-            texts = [cut_at_stop(t, run.verifier.stop_strings)[0] for t in texts]
+            texts = [cut_at_stop(t, run.rows.stop_strings)[0] for t in texts]
         if run.prompt.is_batch:
             return TextOutput(text=texts, token_ids=token_ids, stats=run.stats)
         return TextOutput(text=texts[0] if texts else None, token_ids=token_ids[0], stats=run.stats)

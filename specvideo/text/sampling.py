@@ -74,8 +74,9 @@ RULES = ("gumbel", "rejection")
 
 
 class RowSampler:
-    """Each row's sampling settings and seed, and the rule its sampled tokens are drawn and checked
-    by: the one sampling path of every run (the target's tokens, a model drafter's, the verdict).
+    """The rule a run's sampled tokens are drawn and checked by, each row's settings, seed, output
+    position and generator read from the run's ``RowBook``: the one sampling path of every run (the
+    target's tokens, a model drafter's, the verdict).
 
     ``gumbel`` (the default): the token of a sampled row at output position t is
     ``argmax(log p_t + g_t)`` with Gumbel noise ``g_t`` drawn from the row's seed and t alone
@@ -91,55 +92,41 @@ class RowSampler:
     its drafts and round lengths, so on the run it is in. Greedy rows take the argmax under both.
     """
 
-    def __init__(self, rule: str = "gumbel"):
+    def __init__(self, rule: str = "gumbel", rows=None):
         if rule not in RULES:
             raise ValueError(f"sampling_rule must be one of {', '.join(RULES)}, got {rule!r}")
         self.rule = rule
-        self.configs: list[SamplingConfig] = []
-        self.seeds: list[int] = []
-        self.offsets: list[int] = []  # tokens each row has emitted (the verifier keeps it current)
-        self._warpers: list = []
-        self._generators: list[torch.Generator] = []  # rejection: each row's own
+        self.rows = rows  # the run's ``RowBook``: each row's request, output so far and generator
+        self._warpers: dict[SamplingConfig, object] = {}
 
-    @classmethod
-    def of(cls, rows: int, sampling: SamplingConfig = SamplingConfig(), seed: int = 0, rule: str = "gumbel") -> RowSampler:
-        """A sampler of ``rows`` rows with the same settings (row b seeded ``seed + b``)."""
-        sampler = cls(rule)
-        for b in range(rows):
-            sampler.admit(sampling, seed + b)
-        return sampler
+    def config(self, b: int) -> SamplingConfig:
+        return self.rows.requests[b].sampling
 
-    def admit(self, sampling: SamplingConfig, seed: int) -> None:
-        self.configs.append(sampling)
-        self.seeds.append(int(seed))
-        self.offsets.append(0)
-        self._warpers.append(sampling.warpers())
-        self._generators.append(torch.Generator().manual_seed(int(seed) % (1 << 63)))
-
-    def compact(self, kept: list[int]) -> None:
-        for name in ("configs", "seeds", "offsets", "_warpers", "_generators"):
-            setattr(self, name, [getattr(self, name)[b] for b in kept])
+    def _warp(self, config: SamplingConfig):
+        if config not in self._warpers:
+            self._warpers[config] = config.warpers()
+        return self._warpers[config]
 
     @property
     def rejection(self) -> bool:
         """Rounds draw and check by rejection sampling (the rule, with a sampled row in the run)."""
-        return self.rule == "rejection" and not all(c.greedy for c in self.configs)
+        return self.rule == "rejection" and not all(r.sampling.greedy for r in self.rows.requests)
 
     def probs(self, logits: torch.Tensor, b: int) -> torch.Tensor:
         """(..., V) logits -> row b's warped distribution (..., V); one-hot at the argmax when greedy."""
-        if self.configs[b].greedy:
+        if self.config(b).greedy:
             return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-        return to_probs(logits, self._warpers[b])
+        return to_probs(logits, self._warp(self.config(b)))
 
     def tokens(self, logits: torch.Tensor, step: int = 0, depths: torch.Tensor | None = None) -> torch.Tensor:
         """logits (B, n, V) -> the Gumbel-max token ids (B, n): position j of row b's block is its
-        output position ``offsets[b] + step + j``, or ``offsets[b] + depths[j]`` for a tree's nodes.
+        output position ``len(outputs[b]) + step + j``, or ``len(outputs[b]) + depths[j]`` for a tree's nodes.
         Rows of the same settings are warped together (a retired row's token is never read)."""
         out = logits.argmax(dim=-1)  # (B, n): the greedy rows'
         for rows in self._sampled_groups():
             blocks = []
             for b in rows:
-                first = self.offsets[b] + step
+                first = len(self.rows.outputs[b]) + step
                 blocks.append(range(first, first + logits.shape[1]) if depths is None else (first + depths).tolist())
             index = torch.tensor(rows, device=logits.device)
             out[index] = self._gumbel_max(logits[index], rows, blocks)
@@ -148,17 +135,17 @@ class RowSampler:
     def _sampled_groups(self) -> list[list[int]]:
         """The sampled rows, grouped by their settings."""
         groups: dict[SamplingConfig, list[int]] = {}
-        for b, config in enumerate(self.configs):
-            if not config.greedy:
+        for b, request in enumerate(self.rows.requests):
+            if not (config := request.sampling).greedy:
                 groups.setdefault(config, []).append(b)
         return list(groups.values())
 
     def _gumbel_max(self, logits: torch.Tensor, rows: list[int], positions: list) -> torch.Tensor:
         """Tokens (G, n) of rows ``rows`` (one setting) at their output ``positions`` (G lists of n)
         from their logits (G, n, V)."""
-        log_p = to_probs(logits, self._warpers[rows[0]]).log()  # (G, n, V), -inf outside top-k / top-p
+        log_p = to_probs(logits, self._warp(self.config(rows[0]))).log()  # (G, n, V), -inf outside top-k / top-p
         V = log_p.shape[-1]
-        noise = torch.stack([torch.stack([gumbel_noise(self.seeds[b], int(t), V) for t in ts]) for b, ts in zip(rows, positions)])
+        noise = torch.stack([torch.stack([gumbel_noise(self.rows.requests[b].seed, int(t), V) for t in ts]) for b, ts in zip(rows, positions)])
         return (log_p + noise.to(log_p.device)).argmax(dim=-1)
 
     def draft(self, logits: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -182,7 +169,7 @@ class RowSampler:
         out = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
         for rows in self._sampled_groups():
             index = torch.tensor(rows, device=logits.device)
-            out[index] = to_probs(logits[index], self._warpers[rows[0]])
+            out[index] = to_probs(logits[index], self._warp(self.config(rows[0])))
         return out
 
     def accept(self, draft: Draft, evidence: torch.Tensor) -> Verdict:
@@ -193,7 +180,7 @@ class RowSampler:
         rows = [
             rejection_sample(
                 evidence[b : b + 1], None if draft.q is None else draft.q[b : b + 1],
-                draft.items[b : b + 1], draft.lengths[b : b + 1], self._generators[b],
+                draft.items[b : b + 1], draft.lengths[b : b + 1], self.rows.generators[b],
             )
             for b in range(draft.batch_size)
         ]
@@ -201,7 +188,7 @@ class RowSampler:
 
     def first(self, logits: torch.Tensor, b: int) -> int:
         """Row b's first token (output position 0) from its prefill's logits (V,)."""
-        if self.configs[b].greedy:
+        if self.config(b).greedy:
             return int(logits.argmax())
         if self.rejection:
             return int(self._sample(self.probs(logits[None], b), rows=[b])[0])
@@ -209,4 +196,4 @@ class RowSampler:
 
     def _sample(self, probs: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
         rows = range(len(probs)) if rows is None else rows
-        return torch.cat([sample_categorical(probs[i : i + 1], self._generators[b]) for i, b in enumerate(rows)])
+        return torch.cat([sample_categorical(probs[i : i + 1], self.rows.generators[b]) for i, b in enumerate(rows)])

@@ -143,10 +143,10 @@ class TreeVerifier(TargetVerifier):
         if not isinstance(draft, TreeDraft):
             return super().commit(draft, verdict)
         new = [int(draft.tree.tokens[i]) for i in verdict.path] + [int(verdict.next_item[0])]
-        emitted = [self._emit(0, new) if bool(self.active[0]) else []]
+        emitted = [self.rows.emit(0, new) if bool(self.rows.active[0]) else []]
         keep_tree_path(self.state, draft.tree, verdict.path)
         self.state.push(verdict.next_item[:, None])
-        self.end_round()
+        self._retire()
         return emitted
 
 
@@ -193,6 +193,8 @@ def keep_tree_path(state, tree: TokenTree, path: list[int]) -> None:
     state.cache.move_slots(source, start)
     width = start + len(path)
     state.cache.crop_to(width)
-    state.round_start = min(state.round_start, width)
+    if state.past_features is not None:  # the path's features move to its positions as its slots did
+        rows = state.hidden.shape[1] - tree.size + torch.tensor(path, dtype=torch.long, device=state.device)
+        state.past_features[start:width] = state.hidden[0, rows]
     state.mask = torch.ones(1, width, dtype=torch.bool, device=state.device)
     state.num_tokens = torch.full_like(state.num_tokens, width)

@@ -9,7 +9,7 @@ from transformers import PreTrainedModel
 
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.models.loading import context_length
-from specvideo.text.prompts import unpadded_rows
+from specvideo.text.book import RowBook
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import RowSampler
 
@@ -20,57 +20,38 @@ class TargetVerifier:
     row); ``accept`` matches the draft against them. Under the sampler's rejection rule the evidence
     is each row's distribution p (B, k+1, V) instead, and ``accept`` rejection-samples.
 
-    Commit keeps the accepted prefix in the cache (cropping the rest), applies the stop rules (each
-    row's budget, end-of-sequence ids, stop strings) and returns what each row emitted. Rows that
-    finish leave the target's cache and every state in ``followers`` (the drafter's: ``retire(done)``);
-    rows join between rounds (``admit``) and the finished ones leave the numbering (``compact``).
+    ``commit`` appends what each row accepted to the run's ``RowBook`` (which applies the budget
+    and stop rules), truncates the target's cache to each row's accepted length and queues the next
+    token. Rows that finish leave the target's cache and every state in ``followers`` (the
+    drafter's: ``retire(done)``).
     """
 
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        sampler: RowSampler,
-        budgets: list[int],
-        stop_ids: frozenset[int] = frozenset(),
-    ):
+    def __init__(self, model: PreTrainedModel, sampler: RowSampler, rows: RowBook):
         self.model = model
         self.sampler = sampler
-        self.budgets = list(budgets)  # (B,) the most tokens each row emits
-        self.stop_ids = stop_ids
+        self.rows = rows
         self.context_length = context_length(model)
         self.calls = 0
         self.forward_seconds = 0.0  # wall time of the target's forward passes (the check's model part)
         self.followers: list = []
-        self.stop_strings: tuple[str, ...] = ()
-        self._decode = None
-
-    def stop_on_text(self, strings: tuple[str, ...], tokenizer) -> None:
-        """Also end a row at the token that completes one of ``strings`` in its decoded text."""
-        self.stop_strings = tuple(strings)
-        self._decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, input_ids, attention_mask)
-        # the rows the run owns: each row's prompt and what it emitted (prompt lookup reads them)
-        self.prompts = unpadded_rows(input_ids, attention_mask)
-        self.outputs: list[list[int]] = [[] for _ in self.prompts]
-        self.active = torch.tensor([budget > 0 for budget in self.budgets])
+
+    @property
+    def active(self) -> torch.Tensor:
+        return self.rows.active
 
     @property
     def finished(self) -> bool:
-        return not bool(self.active.any())
+        return self.rows.finished
 
     @property
     def target_only_calls(self) -> int:
-        """Target-only decoding needs one forward per generated token (the first is the prefill)."""
-        return max(len(out) for out in self.outputs)
+        return self.rows.target_only_calls
 
     def max_draft_length(self) -> int:
-        """Keep k + 1 tokens within the budget of the row furthest from done and within the context."""
-        rows = [b for b, on in enumerate(self.active.tolist()) if on]
-        budget = max(self.budgets[b] - len(self.outputs[b]) for b in rows) - 1
-        room = min(self.context_length - len(self.prompts[b]) - len(self.outputs[b]) for b in rows)
-        return max(0, min(budget, room))
+        return self.rows.max_draft_length(self.context_length)
 
     def verify(self, draft: Draft) -> torch.Tensor:
         logits = self.timed_forward(lambda: self.state.forward(draft.items, num_logits=draft.k + 1))  # (B, k+1, V)
@@ -78,7 +59,6 @@ class TargetVerifier:
 
     def timed_forward(self, forward) -> torch.Tensor:
         """A round's one target forward (``forward()``, its logits), counted and timed."""
-        self.state.mark_round()
         start = time.perf_counter()
         logits = forward()
         self.forward_seconds += time.perf_counter() - start  # on CPU: the forward's own time
@@ -96,82 +76,47 @@ class TargetVerifier:
     def commit(self, draft: Draft, verdict: Verdict) -> list[list[int]]:
         accepted = verdict.num_accepted.tolist()
         items, next_tokens = draft.items.tolist(), verdict.next_item.tolist()
-        emitted = []
-        for b, on in enumerate(self.active.tolist()):
-            new = items[b][: accepted[b]] + [next_tokens[b]] if on else []
-            emitted.append(self._emit(b, new))
-        self.state.keep_round(verdict.num_accepted)
+        active = self.rows.active.tolist()
+        emitted = [self.rows.emit(b, items[b][: accepted[b]] + [next_tokens[b]]) if on else [] for b, on in enumerate(active)]
+        self.keep_accepted()
         self.state.push(verdict.next_item[:, None])
-        self.end_round()
+        self._retire()
         return emitted
 
-    def end_round(self) -> None:
-        """The finished rows leave the caches; the sampler's output positions follow the outputs,
-        so the next round's drafter and check draw the noise of the same positions."""
-        self._retire()
-        self.sampler.offsets = [len(o) for o in self.outputs]
+    def keep_accepted(self) -> None:
+        """Truncate the target's cache to each row's history but its last token (the next to feed)."""
+        self.state.truncate(torch.tensor([len(self.rows.history(b)) - 1 for b in range(len(self.rows))]))
 
     def finish(self, rows: list[int]) -> None:
         """End these rows now (a client went away, a stop string the caller matched): they leave
         the target's cache and the followers' before the next round."""
-        self.active[rows] = False
+        self.rows.finish(rows)
         self._retire()
 
     def _retire(self) -> None:
-        done = ~self.active
+        done = ~self.rows.active
         if bool(done.any()):
             for state in (self.state, *self.followers):
                 state.retire(done)
 
-    def first_token(self, row: CausalLMState) -> int:
-        """Pick the first token of the row the sampler admitted last from ``row`` (prefilled up to
-        its last prompt token, which this feeds in a 1-token step)."""
+    def first_token(self, row: CausalLMState, b: int) -> int:
+        """Pick row b's first token from ``row`` (prefilled up to its last prompt token, which this
+        feeds in a 1-token step)."""
         logits = row.forward(num_logits=1)[0, -1]  # (V,)
-        return self.sampler.first(logits, len(self.sampler.configs) - 1)
+        return self.sampler.first(logits, b)
 
-    def admit(self, row: CausalLMState, prompt_ids: list[int], budget: int, first: int) -> None:
-        """Append a batch-1 state whose pending token is the row's ``first`` as the last row; the
-        row may end at once (an end-of-sequence first token, a budget of 1)."""
+    def admit(self, row: CausalLMState) -> None:
+        """Append a batch-1 state (its pending token the row's first) as the last row."""
         self.state.admit(row)
-        self.prompts.append(list(prompt_ids))
-        self.outputs.append([])
-        self.budgets.append(budget)
-        self.active = torch.cat([self.active, torch.tensor([True])])
-        self._emit(len(self.outputs) - 1, [first])
-        self.end_round()
+        self._retire()  # the row may end at once (an end-of-sequence first token, a budget of 1)
 
-    def compact(self) -> list[int]:
-        """Drop the finished rows from the numbering; returns the kept rows' former numbers."""
-        kept = self.state.compact().tolist()
-        self.prompts = [self.prompts[b] for b in kept]
-        self.outputs = [self.outputs[b] for b in kept]
-        self.budgets = [self.budgets[b] for b in kept]
-        self.active = self.active[kept]
-        self.sampler.compact(kept)
+    def compact(self, kept: list[int]) -> None:
+        """Only rows ``kept`` remain, renumbered (the book's ``compact`` said which)."""
+        self._retire()
+        self.state.compact()
         for follower in self.followers:
             follower.compact(kept)
-        return kept
 
-    def _text_stop(self, before: list[int], new: list[int]) -> int | None:
-        """Index in ``new`` of the token that completes a stop string (None: none does). Only text
-        past what ``before`` decoded to, less a stop string's length, is searched."""
-        start = max(0, len(self._decode(before)) - max(len(s) for s in self.stop_strings))
-        if not any(s in self._decode(before + new)[start:] for s in self.stop_strings):
-            return None
-        return next(i for i in range(len(new)) if any(s in self._decode(before + new[: i + 1])[start:] for s in self.stop_strings))
-
-    def _emit(self, b: int, new: list[int]) -> list[int]:
-        """Append to row b up to its budget and through its first stop token; deactivate it when done."""
-        room = self.budgets[b] - len(self.outputs[b])
-        new = new[:room]
-        stop_at = next((i for i, t in enumerate(new) if t in self.stop_ids), None)
-        if stop_at is not None:
-            new = new[: stop_at + 1]
-        if self.stop_strings:
-            at = self._text_stop(self.outputs[b], new)
-            stop_at = at if at is not None else stop_at
-            new = new if at is None else new[: at + 1]
-        self.outputs[b].extend(new)
-        if stop_at is not None or len(self.outputs[b]) >= self.budgets[b]:
-            self.active[b] = False
-        return new
+    def drop_features(self) -> None:
+        """The target stops keeping its features (the head that read them was swapped out)."""
+        self.state.keep_hidden, self.state.hidden, self.state.feature_layers = False, None, ()

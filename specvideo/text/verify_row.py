@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import torch
 
 from specvideo.core.loop import speculate
-from specvideo.core.types import Draft, Verdict
+from specvideo.core.types import Draft
 from specvideo.text.drafting.base import Drafter
 from specvideo.text.drafting.catalog import spec_of
-from specvideo.text.run import RowRequest
+from specvideo.text.book import RowRequest
 
 BASE_DRAFTER = "ngram"  # the run is opened with a drafter that loads nothing; the client's replaces it
 
@@ -38,9 +38,6 @@ class ClientDrafter(Drafter):
         device = self.verifier.state.device
         items = torch.tensor([self.tokens[:n]], dtype=torch.long, device=device).reshape(1, n)  # (1, n)
         return Draft(items=items, lengths=torch.tensor([n], device=device))
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        """Nothing to keep: the next round's tokens come with the next request."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class VerifyRow:
 
     @property
     def outputs(self) -> list[int]:
-        return self.run.verifier.outputs[0]
+        return self.run.rows.outputs[0]
 
     @property
     def target_calls(self) -> int:
@@ -79,7 +76,7 @@ class VerifyRow:
 
     @property
     def finished(self) -> bool:
-        return self.run.verifier.finished
+        return self.run.rows.finished
 
     def check(self, draft: list[int]) -> Checked:
         """One round over ``draft`` (token ids following the row's output so far)."""

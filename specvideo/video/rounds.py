@@ -197,10 +197,7 @@ class VideoDrafter:
             windows = torch.stack([anchors[i][0] for i in rows])  # (b, P, 3, H, W)
             items[[active[i] for i in rows]] = self.drafter.propose(windows, k, skip).to(items)
         self.calls += k * len(active)
-        return Draft(items=items, lengths=self.rows.lengths(k))
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        pass  # the histories are shared with the verifier, which appends the emitted frames
+        return Draft(items=items, lengths=self.rows.lengths(k))  # the histories it reads are the verifier's
 
 
 @dataclass(frozen=True)

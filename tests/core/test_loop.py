@@ -12,18 +12,17 @@ TRUTH = list(range(100, 200))
 
 
 class ToyDrafter:
-    """Proposes the true sequence except at positions listed in ``wrong``."""
+    """Proposes the true sequence except at positions listed in ``wrong``, from the output so far
+    (the verifier's, which it reads and never writes)."""
 
-    def __init__(self, wrong):
-        self.wrong, self.pos, self.calls = set(wrong), 0, 0
+    def __init__(self, wrong, history):
+        self.wrong, self.history, self.calls = set(wrong), history, 0
 
     def propose(self, k, keep_drafting):
-        items = [TRUTH[self.pos + i] + (1 if self.pos + i in self.wrong else 0) for i in range(k)]
+        pos = len(self.history)
+        items = [TRUTH[pos + i] + (1 if pos + i in self.wrong else 0) for i in range(k)]
         self.calls += k
         return Draft(items=torch.tensor([items], dtype=torch.long).reshape(1, k), lengths=torch.tensor([k]))
-
-    def commit(self, draft, verdict):
-        self.pos += int(verdict.num_accepted) + 1
 
 
 class ToyVerifier:
@@ -58,7 +57,8 @@ class ToyVerifier:
 
 
 def run(wrong, n, schedule):
-    drafter, verifier, stats = ToyDrafter(wrong), ToyVerifier(n), SpecStats()
+    verifier, stats = ToyVerifier(n), SpecStats()
+    drafter = ToyDrafter(wrong, verifier.out)
     accept = lambda draft, target: greedy_match(target, draft.items, draft.lengths)  # noqa: E731
     steps = list(speculate(drafter, verifier, accept, schedule, stats))
     return steps, verifier.out, stats

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.run import RowRequest
+from specvideo.text.book import RowBook, RowRequest
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.prompt_cache import PromptCache
 from specvideo.text.runtime.state import CausalLMState
@@ -43,12 +43,12 @@ def decode(gen, first: RowRequest, joining: list[tuple[int, RowRequest]] = ()) -
     every request's tokens by its index (0: first)."""
     run, out, joining, joined = gen.open_rows(first, tag=0), {}, list(joining), 0
     for r, _ in enumerate(run.steps()):
-        out.update({tag: list(run.verifier.outputs[b]) for b, tag in enumerate(run.tags)})
+        out.update({tag: list(run.rows.outputs[b]) for b, tag in enumerate(run.tags)})
         while joining and joining[0][0] == r:
             joined += 1
             run.admit(joining.pop(0)[1], tag=joined)
     assert not joining, "the run ended before every request joined"
-    out.update({tag: list(run.verifier.outputs[b]) for b, tag in enumerate(run.tags)})
+    out.update({tag: list(run.rows.outputs[b]) for b, tag in enumerate(run.tags)})
     return out
 
 
@@ -119,10 +119,8 @@ def test_the_row_sampler_draws_from_the_warped_distribution():
     sampling = SamplingConfig(0.8, top_k=6)
     p = to_probs(logits[0, 0], sampling.warpers())
     counts = torch.zeros(12)
-    sampler = RowSampler()
-    sampler.admit(sampling, 0)
     for seed in range(3000):
-        sampler.seeds[0] = seed
+        sampler = RowSampler(rows=RowBook([RowRequest([1], 4, sampling, seed)]))
         counts[int(sampler.tokens(logits)[0, 0])] += 1
     assert float((counts / 3000 - p).abs().max()) < 0.03  # ~3 standard errors at p = 0.5
     assert bool((counts[p == 0] == 0).all())  # nothing outside the top-k
@@ -144,7 +142,7 @@ def test_a_joining_row_reuses_the_prompt_cache_and_decodes_the_same():
             run.admit(edited, tag=2)
             assert run.last_cached == len(prefix) - 2
         if r == 1:
-            warm = list(run.verifier.outputs[run.tags.index(1)])
+            warm = list(run.rows.outputs[run.tags.index(1)])
     assert warm == cold[:len(warm)] and len(warm) > 0
 
 
@@ -160,7 +158,7 @@ def test_a_head_run_drafts_by_lookup_once_a_second_row_joins():
         if r == 1:
             run.admit(second, tag=1)
     assert kinds[0] == "HybridDrafter" and kinds[-1] == "NGramDrafter"
-    out = {tag: run.verifier.outputs[b] for b, tag in enumerate(run.tags)}
+    out = {tag: run.rows.outputs[b] for b, tag in enumerate(run.tags)}
     assert out[0] == target_greedy(target, prompts[0], 20)
     assert out[1] == target_greedy(target, prompts[1], 12)
 
@@ -175,7 +173,7 @@ def test_finish_frees_a_row_before_the_next_round():
         if r == 1:
             run.finish([0])
             assert run.size == 1 and len(run.verifier.state.live) == 1  # its cache rows are gone
-    assert len(run.verifier.outputs[run.tags.index(1)]) == 40
+    assert len(run.rows.outputs[run.tags.index(1)]) == 40
 
 
 def test_admitted_state_rows_compute_what_they_compute_alone():
@@ -203,7 +201,7 @@ def test_a_request_past_the_context_is_refused_and_the_batch_goes_on():
         if r == 0:
             with pytest.raises(ValueError, match="context length"):
                 run.admit(RowRequest(reqs[2].prompt_ids, 10_000), tag=1)
-    assert run.verifier.outputs[0] == target_greedy(gen.target, reqs[0].prompt_ids, 14)
+    assert run.rows.outputs[0] == target_greedy(gen.target, reqs[0].prompt_ids, 14)
 
 
 @pytest.mark.parametrize("drafter,lean", [("model", False), ("lean", True)])
@@ -222,7 +220,7 @@ def test_a_joining_row_has_its_first_token_before_the_next_round():
     for r, _ in enumerate(run.steps()):
         if r == 0:
             b = run.admit(reqs[3], tag=3)
-            assert run.verifier.outputs[b] == alone[:1]  # picked from its prefill's last logits
+            assert run.rows.outputs[b] == alone[:1]  # picked from its prefill's last logits
             break
 
 
@@ -235,7 +233,7 @@ def test_a_row_joins_a_run_whose_rows_have_all_finished(drafter, lean):
         if run.size == 0 and not joined:  # the last round of the first row: the run goes on with the next
             run.admit(reqs[2], tag=2)
             joined = True
-    assert joined and run.verifier.outputs[run.tags.index(2)] == decode(gen, reqs[2])[0]
+    assert joined and run.rows.outputs[run.tags.index(2)] == decode(gen, reqs[2])[0]
 
 
 def test_a_model_drafter_draws_with_the_noise_of_the_positions_the_target_checks():

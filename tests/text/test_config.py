@@ -71,5 +71,5 @@ def test_every_drafter_speaks_the_one_contract():
     one_row = [head_drafters.HeadDrafter, tree_drafters.HeadTreeDrafter, tree_drafters.NGramTreeDrafter, tree_drafters.ModelTreeDrafter]
     assert all(issubclass(c, Drafter) for c in [*chains, *one_row, drafters.HybridDrafter])
     assert all(c.batched for c in chains) and not any(c.batched for c in one_row)  # a batch swaps these out
-    lookup = drafters.NGramDrafter(3)
+    lookup = drafters.NGramDrafter(3, rows=None)
     assert drafters.HybridDrafter(drafters.NullDrafter(), lookup).batched

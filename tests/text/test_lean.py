@@ -21,14 +21,13 @@ def test_logits_match_transformers_over_a_ragged_batch_with_rollback():
     torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
     for step in range(6):
         extra = torch.randint(3, 64, (3, 3), generator=torch.Generator().manual_seed(step))
-        for state in (hf, fast):
-            state.mark_round()
+        marks = [state.num_tokens.clone() for state in (hf, fast)]
         torch.testing.assert_close(
             fast.forward(extra, num_logits=3), hf.forward(extra, num_logits=3), atol=1e-4, rtol=1e-4
         )
         keep = torch.tensor([1, 3, 2])  # rows keep different numbers of the new slots
-        for state in (hf, fast):
-            state.rollback(keep)
+        for state, mark in zip((hf, fast), marks):
+            state.truncate(mark + keep)
             state.push(torch.tensor([[5], [6], [7]]))
 
 
@@ -41,12 +40,11 @@ def test_holes_left_by_a_rollback_bring_the_attention_mask_back():
     hf, fast = CausalLMState(model, ids, torch.ones_like(ids)), CausalLMState(lean, ids, torch.ones_like(ids))
     assert hf.full
     torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
-    for state in (hf, fast):
-        state.mark_round()
+    marks = [state.num_tokens.clone() for state in (hf, fast)]
     extra = torch.tensor([[7, 8, 9], [10, 11, 12]])
     torch.testing.assert_close(fast.forward(extra, num_logits=3), hf.forward(extra, num_logits=3))
-    for state in (hf, fast):
-        state.rollback(torch.tensor([1, 3]))
+    for state, mark in zip((hf, fast), marks):
+        state.truncate(mark + torch.tensor([1, 3]))
         assert not state.full  # row 0 dropped two slots that row 1 keeps
         state.push(torch.tensor([[5], [6]]))
     torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
@@ -65,12 +63,11 @@ def test_single_token_decoding_without_a_mask_matches_transformers():
     assert hf.full and fast.full  # every slot real: no attention mask at all
     for step in range(8):
         token = torch.tensor([[3 + step]])
-        for state in (hf, fast):
-            state.mark_round()
+        marks = [state.num_tokens.clone() for state in (hf, fast)]
         torch.testing.assert_close(fast.forward(token), hf.forward(token), atol=1e-4, rtol=1e-4)
         if step % 3 == 2:  # drop the step's token again: the next step reuses its slot
-            for state in (hf, fast):
-                state.rollback(torch.tensor([0]))
+            for state, mark in zip((hf, fast), marks):
+                state.truncate(mark)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -146,13 +143,12 @@ def test_packed_weights_give_the_same_logits_and_exact_greedy_output():
     torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
     for n in (1, 2, 4, 8):  # every block width a check uses
         extra = torch.randint(3, 64, (3, n), generator=torch.Generator().manual_seed(n))
-        for state in (hf, fast):
-            state.mark_round()
+        marks = [state.num_tokens.clone() for state in (hf, fast)]
         torch.testing.assert_close(
             fast.forward(extra, num_logits=n), hf.forward(extra, num_logits=n), atol=1e-4, rtol=1e-4
         )
-        for state in (hf, fast):
-            state.rollback(torch.tensor([0, 0, 0]))
+        for state, mark in zip((hf, fast), marks):
+            state.truncate(mark)
     gen = SpeculativeGenerator.from_models(target, drafter="ngram", num_draft_tokens=4, lean_target=packed)
     out = gen.generate(prompts, max_new_tokens=16, stop=[2])
     assert out.token_ids == [reference(target, p, 16, eos=[2]) for p in prompts]

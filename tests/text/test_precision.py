@@ -140,7 +140,7 @@ def test_wide_calls_are_used_only_where_the_probe_found_them_bit_identical(monke
 
 
 def test_bf16_rows_of_a_continuous_batch_decode_what_they_decode_alone():
-    from specvideo.text.run import RowRequest
+    from specvideo.text.book import RowRequest
 
     target = tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16)
     gen = SpeculativeGenerator.from_models(target, drafter="ngram", num_draft_tokens=3)

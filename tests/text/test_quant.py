@@ -141,7 +141,7 @@ def test_a_quantised_step_is_not_padded_where_every_row_keeps_its_bits(fmt, monk
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_quantised_rows_of_a_continuous_batch_decode_what_they_decode_alone(fmt):
     """What the server runs: rows that join a running batch decode their own tokens, bit for bit."""
-    from specvideo.text.run import RowRequest
+    from specvideo.text.book import RowRequest
 
     gen = SpeculativeGenerator.from_models(tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16), drafter="ngram", weights=fmt)
     reqs = [RowRequest(p, n) for p, n in zip(random_prompts(3, 64, seed=8, min_len=5, max_len=70), (30, 12, 20))]

@@ -36,9 +36,8 @@ def test_repacking_holes_keeps_the_logits():
             ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
             state = CausalLMState(runner, ids, torch.ones_like(ids))
             state.forward()
-            state.mark_round()
             state.forward(torch.tensor([[11, 12, 13, 14], [15, 16, 17, 18]]))
-            state._drop(torch.tensor([[False] * 4, [False, True, True, True]]))  # row 1: three holes
+            state.truncate(torch.tensor([7, 4]))  # row 1 keeps one of the four: three holes
             if repack:
                 state._repack()
                 assert state.length == 7 and state.mask[1].tolist() == [False] * 3 + [True] * 4
@@ -61,7 +60,7 @@ def test_a_ragged_batch_keeps_its_cache_near_the_longest_row():
         need = int(state.num_tokens.max()) if len(state.live) else 0
         assert state.length <= 2 * need + 16 + 9
         longest = max(longest, state.length)
-    for prompt, out in zip(prompts, run.verifier.outputs):
+    for prompt, out in zip(prompts, run.rows.outputs):
         ref = reference(target, prompt, 150, eos=[budgets_stop])
         assert out == ref[: len(out)] and len(out) == len(ref)
     assert longest <= 5 + 150 + 16 + 2 * 150

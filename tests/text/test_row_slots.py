@@ -23,13 +23,13 @@ def _decode(lean, prompt, keeps, joining=None):
         state.admit(other)
     mine, theirs, out = torch.Generator().manual_seed(5), torch.Generator().manual_seed(6), []
     for r, keep in enumerate(keeps):
-        state.mark_round()
+        mark = state.num_tokens.clone()
         block = torch.randint(3, 64, (1, 4), generator=mine)  # (1, 4) the same alone and together
         if joining is not None:
             block = torch.cat([block, torch.randint(3, 64, (1, 4), generator=theirs)])  # (2, 4)
         logits = state.forward(block, num_logits=4 + (r == 0))[:, -4:]  # (B, 4, V)
         out.append(logits[0])
-        state.rollback(torch.tensor([keep] + ([joining[1][r]] if joining else [])))
+        state.truncate(mark + torch.tensor([keep] + ([joining[1][r]] if joining else [])))
     return torch.stack(out)
 
 

@@ -5,7 +5,7 @@ import torch
 
 from specvideo.text import SpeculativeGenerator
 from specvideo.text.prompts import FIM_TOKENS, fim_ids
-from specvideo.text.run import cut_at_stop, stop_rules
+from specvideo.text.book import cut_at_stop, stop_rules
 from tests.helpers import tiny_llama, tiny_tokenizer
 
 torch.set_num_threads(1)
@@ -69,7 +69,7 @@ def test_suffix_fills_in_the_middle_as_the_fim_token_ids_do(gen):
 
 
 def test_one_hold_back_rule_for_streams_and_the_server():
-    from specvideo.text.run import first_stop, shown_length
+    from specvideo.text.book import first_stop, shown_length
 
     assert first_stop("a END b STOP", ["STOP", "END"]) == (2, "END")  # the earliest, whichever is listed first
     assert first_stop("nothing", ["STOP"]) is None

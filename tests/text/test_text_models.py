@@ -7,7 +7,7 @@ import torch
 
 from specvideo.text import SpeculativeGenerator, TextModels
 from specvideo.text.drafting.drafters import NGramDrafter
-from specvideo.text.run import RowRequest
+from specvideo.text.book import RowBook, RowRequest
 from tests.helpers import own_greedy, perturbed_copy, random_prompts, tiny_llama
 
 VOCAB = 64
@@ -60,10 +60,10 @@ def test_prompt_lookup_reads_the_rows_of_its_run():
     prompt = [5, 6, 7, 8, 5, 6, 7, 8, 5, 6]
     run = gen.start([prompt], max_new_tokens=12, stop=None)
     lookup = run.drafter
-    assert isinstance(lookup, NGramDrafter) and lookup.rows is run.verifier
+    assert isinstance(lookup, NGramDrafter) and lookup.rows is run.rows  # the run's book, no copy of its own
     for _ in run.steps():
-        assert lookup.rows.outputs is run.verifier.outputs  # no copy kept beside the run's
-    assert run.verifier.outputs[0] == own_greedy(gen, prompt, 12)
+        assert lookup.rows.outputs is run.rows.outputs
+    assert run.rows.outputs[0] == own_greedy(gen, prompt, 12)
 
 
 def test_a_self_copy_asked_after_the_dense_weights_went_is_a_clear_error():
@@ -75,11 +75,13 @@ def test_a_self_copy_asked_after_the_dense_weights_went_is_a_clear_error():
     assert SpeculativeGenerator(kept, drafter="self").runner.weights == "int4"
 
 
-def test_a_lookup_on_its_own_keeps_its_rows_and_stops_for_retired_ones():
-    lookup = NGramDrafter(2)
+def test_a_lookup_reads_the_book_and_stops_for_finished_rows():
+    rows = RowBook([RowRequest([1, 2, 3, 1, 2], 8), RowRequest([4, 5, 4, 5, 4], 8)])
+    lookup = NGramDrafter(2, rows=rows)
     ids = torch.tensor([[1, 2, 3, 1, 2], [4, 5, 4, 5, 4]])
     lookup.start(ids, torch.ones_like(ids))
     assert lookup.propose(2, None).items.tolist() == [[3, 1], [5, 4]]
-    lookup.retire(torch.tensor([False, True]))
+    rows.emit(0, [3])
+    rows.finish([1])
     draft = lookup.propose(2, None)
-    assert draft.lengths.tolist() == [2, 0] and lookup.done == [False, True]
+    assert draft.lengths.tolist() == [2, 0] and draft.items[0].tolist() == [1, 2]

@@ -5,6 +5,8 @@ LeanLlama paths."""
 import pytest
 import torch
 
+from specvideo.text.book import RowBook, RowRequest
+
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.tree import (
@@ -66,7 +68,6 @@ def test_tree_forward_scores_every_path_and_compaction_keeps_the_cache_exact(lea
     state.forward()  # prefill
     state.push(torch.tensor([[9]]))  # the root: the last committed token, not yet cached
     tree = TokenTree(torch.tensor([20, 21, 22, 23, 24, 25]), PARENTS)
-    state.mark_round()
     logits = forward_tree(state, tree)  # (1, n + 1, V)
     context = prompt + [9]
     torch.testing.assert_close(logits[0, 0], _sequential_logits(model, context), atol=1e-4, rtol=1e-4)
@@ -106,7 +107,6 @@ def test_greedy_with_trees_equals_the_targets_own_greedy(lean):
             else:
                 break
         tree = TokenTree(torch.tensor(tokens), torch.tensor(parents))
-        state.mark_round()
         argmax = forward_tree(state, tree)[0].argmax(-1)  # (n + 1,)
         path, nxt = tree_walk(argmax, tree)
         keep_tree_path(state, tree, path)
@@ -125,9 +125,9 @@ def test_trees_refuse_a_batch():
 def test_lookup_tree_merges_the_continuations_of_several_occurrences():
     from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
 
-    drafter = NGramTreeDrafter(max_ngram=2, branches=3, max_nodes=5)
     # "7 8" occurred three times before, followed by (1 2 3), (1 4 5) and (6 ...)
     history = [7, 8, 1, 2, 3, 0, 7, 8, 1, 4, 5, 0, 7, 8, 6, 0, 7, 8]
+    drafter = NGramTreeDrafter(max_ngram=2, branches=3, max_nodes=5, rows=RowBook([RowRequest(history, 8)]))
     drafter.start(torch.tensor([history]), torch.ones(1, len(history), dtype=torch.long))
     assert drafter.continuations(3) == [[6, 0, 7], [1, 4, 5], [1, 2, 3]]  # latest first
     tree = drafter.propose(3, None).tree

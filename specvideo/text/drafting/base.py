@@ -6,12 +6,13 @@ from collections.abc import Callable
 
 import torch
 
-from specvideo.core.types import Draft, Verdict
+from specvideo.core.types import Draft
 
 
 class Drafter:
-    """``propose(k, keep_drafting) -> Draft`` of token ids (B, k) and ``commit(draft, verdict)`` to
-    catch up with what the target accepted; a run calls ``start`` on its prompts first. A drafter
+    """``propose(k, keep_drafting) -> Draft`` of token ids (B, k), drafted from the rows' history
+    (the run's ``RowBook``: a drafter with a cache re-syncs it to each row's history by common
+    prefix first); a run calls ``start`` on its prompts first. A drafter
     that follows a continuous batch (``batched``) also hears of rows that finish (``retire``), join
     (``admit``) and are renumbered (``compact``); these default to nothing. ``calls`` counts its
     model's forwards (0 for one without a model)."""
@@ -24,9 +25,6 @@ class Drafter:
         self.batch_size, self.device = input_ids.shape[0], input_ids.device
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
-        raise NotImplementedError
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
         raise NotImplementedError
 
     def retire(self, done: torch.Tensor) -> None:
@@ -45,3 +43,9 @@ def no_draft(batch_size: int, device: torch.device) -> Draft:
         items=torch.zeros(batch_size, 0, dtype=torch.long, device=device),
         lengths=torch.zeros(batch_size, dtype=torch.long, device=device),
     )
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)

@@ -2,8 +2,8 @@
 (target-only decoding).
 
 Each speaks the contract of ``base.Drafter``: ``start`` on a new batch, ``propose(k, keep_drafting)``
-returning a Draft of token ids (B, k), ``commit(draft, verdict)`` to catch up with what the target
-accepted, and the rows' ``retire`` / ``admit`` / ``compact`` where it keeps per-row state.
+returning a Draft of token ids (B, k) from the rows' history (the run's ``RowBook``), and the rows'
+``retire`` / ``admit`` / ``compact`` where it keeps per-row state.
 """
 
 from __future__ import annotations
@@ -13,18 +13,19 @@ from collections.abc import Callable
 import torch
 from transformers import PreTrainedModel
 
-from specvideo.core.types import Draft, Verdict
-from specvideo.text.drafting.base import Drafter, no_draft
+from specvideo.core.types import Draft
+from specvideo.text.drafting.base import Drafter, common_prefix, no_draft
 from specvideo.text.prompts import unpadded_rows
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import RowSampler
 
 
 class ModelDrafter(Drafter):
-    """Drafts with any transformers causal LM, keeping its own KV cache and rolling it back by cropping.
+    """Drafts with any transformers causal LM, keeping its own KV cache.
 
-    In a round it feeds what it has not seen yet (the target's correction, and its own last draft
-    when that was accepted) and then drafts k tokens autoregressively, each row's token drawn by the
+    In a round it re-syncs each row to the row's history (``seen``: the tokens its cache holds or
+    will feed; the cache is truncated to the common prefix, the rest of the history is queued),
+    then drafts k tokens autoregressively, each row's token drawn by the
     run's ``RowSampler`` (``specvideo.text.sampling``): its argmax for a greedy row, else the
     Gumbel-max sample with the noise the target draws at that position (coupled drafting), so a
     drafted token is the one the target would likely pick.
@@ -44,6 +45,7 @@ class ModelDrafter(Drafter):
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, self.feedable(input_ids), attention_mask)
+        self.seen = unpadded_rows(input_ids, attention_mask)  # (B lists) what each row's cache holds or queues
 
     def feedable(self, tokens: torch.Tensor) -> torch.Tensor:
         return tokens.masked_fill(tokens >= self._own, 0) if self._own < (self.vocab_size or 0) else tokens
@@ -63,7 +65,7 @@ class ModelDrafter(Drafter):
         B, device = self.state.batch_size, self.state.device
         if k == 0:
             return no_draft(B, device)
-        self.state.mark_round()
+        self.sync()
         logits = self.fit_vocab(self.state.forward()[:, -1])  # (B, V)
         tokens, qs = [], []
         for i in range(k):
@@ -75,26 +77,34 @@ class ModelDrafter(Drafter):
             logits = self.fit_vocab(self.state.forward(tokens[-1][:, None])[:, -1])  # (B, V)
         self.calls += len(tokens)
         items = torch.stack(tokens, dim=1)  # (B, m)
+        for seen, fed in zip(self.seen, items[:, :-1].tolist()):  # d_1 .. d_{m-1} were fed, d_m was not
+            seen.extend(fed)
         q = None if qs[0] is None else torch.stack(qs, dim=1)  # (B, m, V)
         return Draft(items=items, lengths=torch.full((B,), items.shape[1], device=device), q=q)
 
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        next_token = self.feedable(verdict.next_item[:, None])  # (B, 1)
-        m = draft.k
-        if m == 0:
-            self.state.push(next_token)
-            return
-        a = verdict.num_accepted  # (B,)
-        self.state.keep_round(a)  # the unseen tokens, then d_1 .. d_{m-1} were fed (d_m was not)
-        all_accepted = a == m  # (B,) those rows still have to feed d_m
-        if bool(all_accepted.any()):
-            last = torch.where(all_accepted, draft.items[:, -1], torch.zeros_like(draft.items[:, -1]))  # (B,)
-            self.state.push(
-                torch.stack([last, next_token[:, 0]], dim=1),
-                torch.stack([all_accepted, torch.ones_like(all_accepted)], dim=1),
-            )
-        else:
-            self.state.push(next_token)
+    def sync(self) -> None:
+        """Bring every generating row's cache to its history: keep the common prefix of what it
+        has seen and the history, queue the rest (left-padded: every row's last column is real)."""
+        rows = self.rows
+        on = rows.active.tolist()
+        keep, new = [], []
+        for b, seen in enumerate(self.seen):
+            history = rows.history(b) if on[b] else seen
+            n = common_prefix(seen, history)
+            keep.append(n)
+            new.append(history[n:])
+            self.seen[b] = list(history)
+        self.state.truncate(torch.tensor(keep))
+        width = max(len(t) for t in new)
+        if width:
+            tokens = torch.tensor([[0] * (width - len(t)) + t for t in new], device=self.state.device)  # (B, width)
+            valid = torch.tensor([[False] * (width - len(t)) + [True] * len(t) for t in new], device=self.state.device)
+            self.state.push(self.feedable(tokens), valid)
+
+    @property
+    def rows(self):
+        """The run's ``RowBook`` (the sampler reads the same one)."""
+        return self.sampler.rows
 
     def retire(self, done: torch.Tensor) -> None:
         self.state.retire(done)
@@ -105,19 +115,11 @@ class ModelDrafter(Drafter):
         row = CausalLMState(self.model, self.feedable(input_ids), attention_mask)
         row.prefill()
         self.state.admit(row)
+        self.seen += unpadded_rows(input_ids, attention_mask)
 
     def compact(self, kept: list[int]) -> None:
         self.state.compact()
-
-    def catch_up(self, draft: Draft, verdict: Verdict) -> None:
-        """After a round another drafter proposed: queue the tokens the target accepted and its
-        correction; the next forward feeds them all at once."""
-        a = verdict.num_accepted  # (B,)
-        width = int(a.max()) if draft.k else 0
-        if width:
-            accepted = torch.arange(width, device=a.device)[None, :] < a[:, None]  # (B, width)
-            self.state.push(draft.items[:, :width], accepted)
-        self.state.push(self.feedable(verdict.next_item[:, None]))
+        self.seen = [self.seen[b] for b in kept]
 
 
 class HybridDrafter(Drafter):
@@ -125,7 +127,7 @@ class HybridDrafter(Drafter):
 
     When the context's last tokens occurred earlier in every row (``NGramDrafter.lookup``), the
     tokens that followed are proposed for free; otherwise the model drafts. Code repeats itself, so
-    many rounds cost no draft forward at all. The model catches up on the rounds it sat out in its
+    many rounds cost no draft forward at all. The model re-syncs to the rounds it sat out in its
     next forward. Either way the target verifies every token, so the output stays exact.
     """
 
@@ -133,7 +135,6 @@ class HybridDrafter(Drafter):
         self.model = model
         self.lookup = lookup
         self.lookup_rounds = 0
-        self._looked_up = False
 
     @property
     def calls(self) -> int:
@@ -161,19 +162,11 @@ class HybridDrafter(Drafter):
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         draft = self.lookup.propose(k, None)
-        found = (draft.lengths > 0) | torch.tensor(self.lookup.done, device=draft.lengths.device)  # retired rows need none
-        self._looked_up = k > 0 and bool(found.all())
-        if self._looked_up:
+        found = (draft.lengths > 0) | ~self.lookup.rows.active.to(draft.lengths.device)  # finished rows need none
+        if k > 0 and bool(found.all()):
             self.lookup_rounds += 1
             return draft
         return self.model.propose(k, keep_drafting)
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        self.lookup.commit(draft, verdict)
-        if self._looked_up:
-            self.model.catch_up(draft, verdict)
-        else:
-            self.model.commit(draft, verdict)
 
 
 class NGramDrafter(Drafter):
@@ -182,38 +175,23 @@ class NGramDrafter(Drafter):
 
     Tries n = max_ngram down to min_ngram; a row without a match proposes nothing that round.
 
-    rows: the run's rows to read (a ``TargetVerifier``: each row's ``prompts`` and ``outputs``, and
-    whether it is ``active``), so rows that join, leave or are renumbered need nothing from here;
-    None: it keeps the contexts it is started on and the tokens committed (a drafter on its own).
+    rows: the run's ``RowBook`` (each row's history, and whether it is ``active``), so rows that
+    join, leave or are renumbered need nothing from here.
     """
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, rows=None, device: torch.device | None = None):
+    def __init__(self, max_ngram: int, min_ngram: int = 1, *, rows, device: torch.device | None = None):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.rows, self.device = rows, device  # device: of the drafts (``start`` sets it)
-        self._own_rows = rows is None
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.device = input_ids.device
-        if self._own_rows:
-            self.rows = _OwnRows(input_ids, attention_mask)
-
-    @property
-    def done(self) -> list[bool]:
-        return [not on for on in self.rows.active.tolist()]
-
-    def retire(self, done: torch.Tensor) -> None:
-        if self._own_rows:  # else the run's rows say which are active
-            self.rows.active &= ~done.cpu()
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         rows = self.rows
-        proposals = [
-            self.lookup(prompt + output, k) if k > 0 and on else []
-            for prompt, output, on in zip(rows.prompts, rows.outputs, rows.active.tolist())
-        ]
+        proposals = [self.lookup(rows.history(b), k) if k > 0 and on else [] for b, on in enumerate(rows.active.tolist())]
         m = max(len(p) for p in proposals)
         items = torch.zeros(len(proposals), m, dtype=torch.long)
         for b, proposal in enumerate(proposals):
@@ -230,34 +208,12 @@ class NGramDrafter(Drafter):
                     return history[start + n : start + n + k]
         return []
 
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        if self._own_rows:
-            self.rows.commit(draft, verdict)
-
-
-class _OwnRows:
-    """The rows of an NGramDrafter on its own: its contexts, each extended by what it committed."""
-
-    def __init__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-        self.prompts = unpadded_rows(input_ids, attention_mask)
-        self.outputs: list[list[int]] = [[] for _ in self.prompts]
-        self.active = torch.ones(len(self.prompts), dtype=torch.bool)
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        accepted, items = verdict.num_accepted.tolist(), draft.items.tolist()
-        for output, row, a, next_token in zip(self.outputs, items, accepted, verdict.next_item.tolist()):
-            output.extend(row[:a])
-            output.append(next_token)
-
 
 class NullDrafter(Drafter):
     """Proposes nothing: the loop degenerates to plain target-only decoding (our baseline)."""
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         return no_draft(self.batch_size, self.device)
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        pass
 
     def admit(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.batch_size += 1

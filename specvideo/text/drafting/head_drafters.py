@@ -1,10 +1,11 @@
 """Drafters that run the draft head (``specvideo.text.models.head``) on the target's features.
 
 The head's slot j holds token x_j with the target's feature f_{j-1} (zeros for x_0). It can only start once the
-target has run over the prompt, so its first round proposes nothing; from then on, each commit
-feeds it what the target accepted and the next token, with the target's true features from that
-round's verification forward (the verifier's state keeps them: ``CausalLMState.keep_hidden``).
-Drafting past the first token feeds the head its own predicted feature.
+target has run over the prompt, so its first round proposes nothing; from then on, each round
+re-syncs it to the row's history: the tokens it drafted leave its cache, and what the target
+accepted and its next token go in with the target's true features (the verifier's state keeps
+each position's: ``CausalLMState.past_features``). Drafting past the first token feeds the head
+its own predicted feature.
 
 ``HeadDrafter``: a chain of k tokens (its EAGLE-2 tree, ``HeadTreeDrafter``, is with the other tree
 drafters in ``tree_drafters``). Batch 1: the target's features of a ragged batch would need a
@@ -17,8 +18,8 @@ from collections.abc import Callable
 
 import torch
 
-from specvideo.core.types import Draft, Verdict
-from specvideo.text.drafting.base import Drafter, no_draft
+from specvideo.core.types import Draft
+from specvideo.text.drafting.base import Drafter, common_prefix, no_draft
 from specvideo.text.runtime.state import CausalLMState
 
 
@@ -47,22 +48,40 @@ class HeadDrafter(Drafter):
         self.device = input_ids.device
         self.target = self.verifier.state
         self.target.keep_hidden = True
-        self.target.feature_layers = self.head.feature_layers  # an EAGLE-3 head's: fused in commit
+        self.target.feature_layers = self.head.feature_layers  # an EAGLE-3 head's: fused in ``sync``
         self.state: CausalLMState | None = None  # starts after the target's prefill (the prompt's features)
-        self._block = input_ids[0][attention_mask[0].bool()]  # (w,) what the target feeds before the draft
-        self._drafted = False
+        self.seen: list[int] = []  # the history its cache holds with the target's features
 
-    def _catch_up(self, k: int) -> torch.Tensor | None:
-        """Start a round: feed the caught-up tokens (their slots stay at commit) and return the
-        logits (1, V) after them; None when nothing is drafted (k = 0, or before the prefill)."""
-        self._drafted = k > 0 and self.state is not None
-        if not self._drafted:
+    def sync(self) -> bool:
+        """Bring the head's cache to the row's history: its own drafts leave, the rest of the history
+        goes in, each token x_j with the target's feature f_{j-1}. False before the target has run."""
+        if self.target.past_features is None:
+            return False
+        history = self.verifier.rows.history(0)
+        n = common_prefix(self.seen, history)
+        if self.state is not None:
+            self.state.truncate(torch.tensor([n]))
+        features = self.head.fused(self.target.past_features[max(n - 1, 0) : len(history) - 1])  # (m, d)
+        if n == 0:  # the first token has no feature before it: zeros, as in training
+            features = torch.cat([torch.zeros_like(features[:1]), features])
+        tokens = torch.tensor([history[n:]], device=self.device)  # (1, m)
+        if self.state is None:
+            self.state = CausalLMState(self.head, tokens, torch.ones_like(tokens), features=features[None])
+            self.state.keep_hidden = True
+        else:
+            self.state.push(tokens, features=features[None])
+        self.seen = list(history)
+        return True
+
+    def _root_logits(self, k: int) -> torch.Tensor | None:
+        """Start a round: re-sync and return the logits (1, V) after the history; None when
+        nothing is drafted (k = 0, or before the target's first forward)."""
+        if k == 0 or not self.sync():
             return None
-        self.state.mark_round()
         return self.state.forward()[:, -1]
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
-        logits = self._catch_up(k)  # (1, V)
+        logits = self._root_logits(k)  # (1, V)
         if logits is None:
             return no_draft(1, self.device)
         tokens, qs = [], []
@@ -78,36 +97,3 @@ class HeadDrafter(Drafter):
         items = torch.stack(tokens, dim=1)  # (1, m)
         q = None if qs[0] is None else torch.stack(qs, dim=1)  # (1, m, V)
         return Draft(items=items, lengths=torch.tensor([items.shape[1]], device=self.device), q=q)
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        """Drop the slots of this round's drafted tokens, then queue the target's block, the accepted
-        tokens and the next token with the target's features (they replace the head's guesses)."""
-        if self._drafted:
-            self.state.keep_round(0)  # the caught-up block stays, the drafted tokens go
-        tokens, features = self._accepted_with_features(draft, verdict)
-        if self.state is None:  # the first token has no feature before it: zeros, as in training
-            tokens = torch.cat([self._block[:1], tokens])
-            features = torch.cat([torch.zeros_like(features[:1]), features])
-            self.state = CausalLMState(self.head, tokens[None], torch.ones_like(tokens)[None], features=features[None])
-            self.state.keep_hidden = True
-        else:
-            self.state.push(tokens[None], features=features[None])
-        self._block = verdict.next_item[:1]
-
-    catch_up = commit  # a round another drafter proposed (``HybridDrafter``'s lookup): the same
-
-    def _accepted_with_features(self, draft: Draft, verdict: Verdict) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tokens x_{j+1} .. and features f_j .. from this round's verification: the target's block
-        (w tokens, the prompt at first), then the accepted path and the next token. (n,), (n, d)."""
-        hidden = self.target.hidden[0]  # (w + n_draft, d or 3 d) features of the target's fed block
-        w = len(self._block)
-        accepted, at = self._accepted(draft, verdict)
-        at = w + at
-        tokens = torch.cat([self._block[1:], accepted, verdict.next_item[:1]])  # (w - 1 + a + 1,)
-        rows = torch.cat([torch.arange(w, device=self.device), at])  # features f at the previous token
-        return tokens, self.head.fused(hidden[rows])
-
-    def _accepted(self, draft: Draft, verdict: Verdict) -> tuple[torch.Tensor, torch.Tensor]:
-        """The accepted tokens (a,) and their places in the drafted block (a,)."""
-        a = int(verdict.num_accepted[0])
-        return draft.items[0, :a], torch.arange(a, device=self.device)

@@ -39,7 +39,7 @@ def _lookup(p: DraftParts, hybrid: bool = False) -> NGramDrafter:
     """Prompt lookup over the rows the run's verifier owns (its prompts and outputs)."""
     s = p.settings
     min_ngram = min(s.hybrid_min_ngram, s.max_ngram) if hybrid else 1
-    return NGramDrafter(s.max_ngram, min_ngram=min_ngram, rows=p.verifier)
+    return NGramDrafter(s.max_ngram, min_ngram=min_ngram, rows=p.verifier.rows)
 
 
 def _model(p: DraftParts, lean: bool = True) -> ModelDrafter:
@@ -60,7 +60,7 @@ def _head(p: DraftParts, tree: bool = False, hybrid: bool = False):
 
 def _ngram_tree(p: DraftParts) -> NGramTreeDrafter:
     s = p.settings
-    return NGramTreeDrafter(s.max_ngram, branches=s.tree_branches, max_nodes=s.tree_nodes)
+    return NGramTreeDrafter(s.max_ngram, branches=s.tree_branches, max_nodes=s.tree_nodes, rows=p.verifier.rows)
 
 
 BUILDERS: dict[str, Callable[[DraftParts], object]] = {
@@ -85,8 +85,8 @@ def build_drafter(name: str, parts: DraftParts):
     return BUILDERS[name](parts)
 
 
-def build_verifier(spec, model, sampler, budgets: list[int], stop_ids: frozenset[int]) -> TargetVerifier:
+def build_verifier(spec, model, sampler, rows) -> TargetVerifier:
     """The target's verifier for a drafter of ``spec``: the tree verifier for one that proposes
     token trees (its catalog entry's ``tree``), the chain verifier for every other."""
     verifier = TreeVerifier if spec.tree else TargetVerifier
-    return verifier(model, sampler, budgets, stop_ids)
+    return verifier(model, sampler, rows)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import torch
 
-from specvideo.core.types import Draft, Verdict
+from specvideo.core.types import Draft
 from specvideo.text.drafting.base import Drafter, no_draft
 from specvideo.text.drafting.head_drafters import HeadDrafter
 from specvideo.text.runtime.state import CausalLMState
@@ -38,13 +38,14 @@ class NGramTreeDrafter(Drafter):
 
     batched = False
 
-    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, branches: int = 4, max_nodes: int = 12):
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1, branches: int = 4, max_nodes: int = 12, rows=None):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
         if branches < 1 or max_nodes < 1:
             raise ValueError(f"branches and max_nodes must be >= 1, got {branches} and {max_nodes}")
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
         self.branches, self.max_nodes = branches, max_nodes
+        self.rows = rows  # the run's ``RowBook``: the row's history
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         if input_ids.shape[0] != 1:
@@ -53,7 +54,6 @@ class NGramTreeDrafter(Drafter):
                 "use a chain drafter (ngram, model) for batches"
             )
         self.device = input_ids.device
-        self.history = input_ids[0][attention_mask[0].bool()].tolist()
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         tree = self.tree(self.continuations(k)) if k > 0 else None
@@ -64,7 +64,7 @@ class NGramTreeDrafter(Drafter):
     def continuations(self, k: int) -> list[list[int]]:
         """Up to ``branches`` distinct continuations of at most k tokens, best first: the longest
         matching suffix before shorter ones, the latest occurrence before earlier ones."""
-        history, found = self.history, []
+        history, found = self.rows.history(0), []
         for n in range(min(self.max_ngram, len(history) - 1), self.min_ngram - 1, -1):
             pattern = history[-n:]
             for start in range(len(history) - n - 1, -1, -1):
@@ -96,11 +96,6 @@ class NGramTreeDrafter(Drafter):
         if not tokens:
             return None
         return TokenTree(torch.tensor(tokens, dtype=torch.long), torch.tensor(parents, dtype=torch.long))
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        if isinstance(draft, TreeDraft):
-            self.history.extend(int(draft.tree.tokens[i]) for i in verdict.path)
-        self.history.append(int(verdict.next_item[0]))
 
 
 class ModelTreeDrafter(Drafter):
@@ -134,9 +129,8 @@ class ModelTreeDrafter(Drafter):
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         state, device = self.inner.state, self.inner.state.device
         if k == 0:
-            self._chain = []
             return no_draft(1, device)
-        state.mark_round()
+        self.inner.sync()
         logits = self.inner.fit_vocab(state.forward()[:, -1])[0]  # (V,)
         tokens, parents, chain = [], [], []
         for depth in range(k):
@@ -150,25 +144,8 @@ class ModelTreeDrafter(Drafter):
             if depth < k - 1:
                 logits = self.inner.fit_vocab(state.forward(torch.tensor([[top[0]]], device=device))[:, -1])[0]
         self.inner.calls += k
-        self._chain = chain
+        self.inner.seen[0].extend(tokens[i] for i in chain[:-1])  # the chain's tokens 1 .. k-1 were fed
         return TreeDraft.of(TokenTree(torch.tensor(tokens, device=device), torch.tensor(parents, device=device)))
-
-    def commit(self, draft: Draft, verdict: Verdict) -> None:
-        """Keep the chain's slots the path shares, then queue the rest of the path and the next token."""
-        state, next_token = self.inner.state, self.inner.feedable(verdict.next_item[:, None])  # (1, 1)
-        if not isinstance(draft, TreeDraft):
-            state.push(next_token)
-            return
-        path = verdict.path
-        shared = 0  # chain tokens on the path (the path leaves the chain at most once, at its end)
-        while shared < len(path) and shared < len(self._chain) and path[shared] == self._chain[shared]:
-            shared += 1
-        state.keep_round(shared)  # the unseen tokens, then chain tokens 1 .. k-1 were fed (the k-th was not)
-        rest = [int(draft.tree.tokens[i]) for i in path[min(shared, len(self._chain) - 1) :]]
-        queued = torch.tensor([rest], dtype=torch.long, device=state.device) if rest else None
-        if queued is not None:
-            state.push(self.inner.feedable(queued))
-        state.push(next_token)
 
 
 class HeadTreeDrafter(HeadDrafter):
@@ -183,7 +160,7 @@ class HeadTreeDrafter(HeadDrafter):
         self.width, self.max_nodes = width, max_nodes
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
-        logits = self._catch_up(k)  # (1, V) the root's
+        logits = self._root_logits(k)  # (1, V) the root's
         if logits is None:
             return no_draft(1, self.device)
         expansion = _Expansion(self.state, self._log_probs(logits)[0], self.state.hidden[0, -1], self.width)
@@ -193,15 +170,9 @@ class HeadTreeDrafter(HeadDrafter):
         self.calls += expansion.forwards + 1
         return TreeDraft.of(expansion.best(self.max_nodes))
 
-    def _accepted(self, draft: Draft, verdict: Verdict) -> tuple[torch.Tensor, torch.Tensor]:
-        if not isinstance(draft, TreeDraft):
-            return super()._accepted(draft, verdict)
-        path = torch.tensor(verdict.path, dtype=torch.long, device=self.device)
-        return draft.tree.tokens[path], path
-
     def _log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         """(m, V) log q: the warped draft distribution (the raw one when greedy)."""
-        if self.sampler.configs[0].greedy:
+        if self.sampler.config(0).greedy:
             return torch.log_softmax(logits, dim=-1)
         return self.sampler.probs(logits, 0).clamp_min(1e-30).log()
 
@@ -220,7 +191,7 @@ class _Expansion:
         self.scores: list[float] = []
         self.depths: list[int] = []
         self.slot: dict[int, int] = {}  # expanded node -> its tree slot (0-based after base)
-        self.features = {-1: root_feature}  # (d,) per expanded node, the root's from the catch-up
+        self.features = {-1: root_feature}  # (d,) per expanded node, the root's from the re-sync
         self.frontier = self._children(-1, root_logq, 0.0, 0)
         self.forwards = 0
 

@@ -1,38 +1,59 @@
-"""The rows of a run's state: rows that join (``admit``) and leave (``retire``, ``compact``) a
-running batch, a round's rollback, and the repacking that keeps a ragged cache near its longest
-row. ``CausalLMState`` (``state.py``) inherits these; the cache does the moving (``kv_cache``)."""
+"""The rows of a model's state over a batch: rows that join (``admit``) and leave (``retire``,
+``compact``) a running batch, rollback to each row's length (``truncate``), and the repacking that
+keeps a ragged cache near its longest row. ``CausalLMState`` (``state.py``) builds on these; the
+cache does the moving (``kv_cache``)."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
-if TYPE_CHECKING:
-    from specvideo.text.runtime.state import CausalLMState
+from specvideo.text.runtime.kv_cache import SlotCache
 
 
 class BatchRows:
-    """Row bookkeeping over ``cache``, ``mask`` (B', L), ``num_tokens`` (B',), ``live`` (B',),
-    ``pending`` / ``pending_valid`` (B', n) and ``round_start`` of a ``CausalLMState``."""
+    """The rows of a batch over one slot axis: row b's real tokens are the slots ``mask[b]`` marks,
+    in order (rows that kept different counts leave holes); ``pending`` tokens wait for the next
+    forward. Callers number rows 0 .. batch_size - 1; ``live`` are those still in the cache."""
 
-    def mark_round(self) -> None:
-        """Remember where this round's slots start and how wide its pending block is (``keep_round``)."""
-        self.round_start = self.length
-        self.round_width = self.pending_width
+    model: object
+    device: torch.device
+    batch_size: int
+    live: torch.Tensor  # (B',) the callers' number of each cached row
+    cache: SlotCache
+    mask: torch.Tensor  # (B', L) real slots
+    num_tokens: torch.Tensor  # (B',) real tokens cached
+    pending: torch.Tensor  # (B', n) fed at the next forward
+    pending_valid: torch.Tensor  # (B', n)
+    pending_features: torch.Tensor | None
+    hidden: torch.Tensor | None
+    full: bool  # no hole anywhere: no attention mask needed
+    _prefill: int
 
-    def keep_round(self, accepted: torch.Tensor | int) -> None:
-        """The one rollback rule of the verifier and every drafter: keep this round's pending block
-        (fed first) and, in row b, the first ``accepted[b]`` of the tokens fed after it (an int:
-        every row's); drop the rest. A drafter feeds all but its last drafted token, so accepting
-        every token keeps every fed one."""
-        fed = self.length - self.round_start - self.round_width  # drafted tokens fed this round
-        if not torch.is_tensor(accepted):
-            accepted = torch.full((len(self.live),), accepted, dtype=torch.long, device=self.device)
-        self.rollback(self.round_width + accepted.clamp(max=fed))
+    @property
+    def length(self) -> int:
+        return self.mask.shape[1]
 
-    def admit(self, other: CausalLMState) -> None:
+    @property
+    def pending_width(self) -> int:
+        return self.pending.shape[1]
+
+    def truncate(self, lengths: torch.Tensor) -> None:
+        """Rollback by position: row b keeps its first ``lengths[b]`` tokens (B,) (cached, then
+        pending) and drops the rest."""
+        lengths = self._live_rows(lengths.to(self.device))
+        real = self.mask.long().cumsum(1)  # (B', L) the count of real slots up to each
+        drop = self.mask & (real > lengths[:, None])  # (B', L)
+        if bool(drop.any()):
+            self.num_tokens = self.num_tokens - drop.sum(1)
+            self.mask = self.mask & ~drop
+            self._crop_unused(0)
+            self.full = self.full and bool(self.mask.all())  # rows that keep different counts leave holes
+        if bool((lengths < self.num_tokens + self.pending_valid.sum(1)).any()) and self.pending_width:
+            raise ValueError("truncate drops cached tokens only; a pending token is never rolled back")
+        self._repack_if_sparse()
+
+    def admit(self, other: BatchRows) -> None:
         """Append ``other``'s rows (a fresh state of the same model after ``prefill``) to this batch
         between rounds, numbered after the last row. Every row keeps its slots from slot 0 on; the
         shorter side is padded with holes, the pending blocks with invalid columns on the left."""
@@ -78,23 +99,6 @@ class BatchRows:
         self.full = bool(self.mask.all()) and bool(self.pending_valid.all())
         self._repack_if_sparse()
 
-    def rollback(self, keep: torch.Tensor) -> None:
-        """Keep the first ``keep[b]`` slots written since ``mark_round`` in row b; drop the rest."""
-        keep = self._live_rows(keep)
-        cols = torch.arange(self.length - self.round_start, device=self.device)  # (n,)
-        drop = (cols[None, :] >= keep[:, None]) & self.mask[:, self.round_start :]  # (B', n)
-        if bool(drop.any()):
-            self._drop(drop)
-        self._repack_if_sparse()
-
-    def _drop(self, drop: torch.Tensor) -> None:
-        self.num_tokens = self.num_tokens - drop.sum(1)
-        self.mask = torch.cat(
-            [self.mask[:, : self.round_start], self.mask[:, self.round_start :] & ~drop], dim=1
-        )
-        self._crop_unused(self.round_start)
-        self.full = self.full and bool(self.mask.all())  # rows that keep different counts leave holes
-
     def _repack_if_sparse(self) -> None:
         if not self.full and len(self.live) and self.length > 2 * int(self.num_tokens.max()) + 16:
             self._repack()
@@ -118,4 +122,3 @@ class BatchRows:
     def _gather_slots(self, order: torch.Tensor) -> None:
         """Row b's cache slots become its slots ``order[b]`` (B', W), in that order."""
         self.cache.gather_slots(order)
-        self.round_start = min(self.round_start, order.shape[1])

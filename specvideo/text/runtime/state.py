@@ -1,28 +1,26 @@
-"""A causal LM with its own KV cache over a ragged batch, and rollback by cropping.
+"""A causal LM with its own KV cache over a ragged batch, rolled back to each row's length.
 
 Layout: every row shares the cache's slot axis; a (B, L) bool ``mask`` says which slots hold a real
-token. Rows that accept fewer tokens than others leave masked *holes*; position ids count only real
-tokens, so each row sees exactly the positions it would see alone. Rollback masks the rejected
-slots and crops the slots that no row uses any more (for batch 1 this is a plain crop).
+token. Rows that keep different counts leave masked *holes*; position ids count only real tokens,
+so each row sees exactly the positions it would see alone. ``truncate(lengths)`` keeps each row's
+first tokens and crops the slots no row uses any more (for batch 1 this is a plain crop).
 
 While every slot and every pending token is real (always for batch 1), the model gets no
-attention mask at all: it is plain causal attention, and transformers skips building one (on this
-project's CPU that saved 3-13 % of the shipped target's single-token step in two measurements).
+attention mask at all: it is plain causal attention, and transformers skips building one.
 
 A draft head (``specvideo.text.models.head``) reads a feature beside each token: ``push`` and ``forward``
 take them as ``features`` (B, n, d), queued with the tokens. With ``keep_hidden`` set, every
-forward leaves the model's final hidden states of the fed block in ``hidden`` (B, n, d): the
-target's features, which the head drafts from.
+forward leaves the model's final hidden states of the fed block in ``hidden`` (B, n, d), and for
+batch 1 each position's in ``past_features`` (T, d): the target's features, which the head drafts from.
 
 Finished rows leave the batch: ``retire`` drops their cache rows, so they cost neither memory nor
 compute. Callers keep speaking in the original rows: tokens go in as (B, n), logits come out as
-(B, n, V) (zeros for retired rows). When holes make up a large part of the cache, ``rollback``
-repacks every row's real slots to the left, so a ragged batch's cache stays near the longest row.
+(B, n, V) (zeros for retired rows).
 
 This module feeds the model (a prompt in an invariant model's chunks included); the rows' jobs
-(admit, retire, rollback, repack) are ``rows.BatchRows``'; the cache is any ``kv_cache.SlotCache``
+(admit, retire, truncate, repack) are ``rows.BatchRows``'; the cache is any ``kv_cache.SlotCache``
 (LeanLlama's or an adapter over transformers' ``DynamicCache``), so nothing here depends on its
-layout. Token trees feed their nodes through ``call_model`` (``specvideo.text.tree``).
+layout.
 """
 
 from __future__ import annotations
@@ -69,9 +67,9 @@ class CausalLMState(BatchRows):
         self.keep_hidden = False  # leave each forward's final hidden states in ``hidden``
         self.feature_layers: tuple[int, ...] = ()  # or the layers an EAGLE-3 head fuses (``_keep_hidden``)
         self.hidden: torch.Tensor | None = None  # (B', n, d) of the last forward's fed block
+        self.past_features: torch.Tensor | None = None  # (T, d) batch 1: the features at each position
         self.full = bool(self.pending_valid.all())  # no hole anywhere: no attention mask needed
         self.max_position = context_length(model) - 1
-        self.round_start = self.round_width = 0  # this round's first slot and pending block (mark_round)
         self._kwargs = forward_kwargs(model)
         # an invariant model (LeanLlama(invariant=True)) prefills the prompt but its last token alone,
         # so every later position is computed in a decode-sized call, as a 1-token step computes it;
@@ -83,14 +81,6 @@ class CausalLMState(BatchRows):
         self._prefill = input_ids.shape[1] - 1 if self.invariant else 0
         self.on_prefill = None  # called with this state after its first forward (a prompt cache's store)
         self._hidden_prefix: torch.Tensor | None = None  # (1, r, d) a restored prefix's features
-
-    @property
-    def length(self) -> int:
-        return self.mask.shape[1]
-
-    @property
-    def pending_width(self) -> int:
-        return self.pending.shape[1]
 
     def push(
         self, tokens: torch.Tensor, valid: torch.Tensor | None = None, features: torch.Tensor | None = None
@@ -226,9 +216,21 @@ class CausalLMState(BatchRows):
         if self._hidden_prefix is not None and self.keep_hidden:  # the whole prompt's features
             self.hidden = torch.cat([self._hidden_prefix, self.hidden], dim=1)
         self._hidden_prefix = None
+        if self.keep_hidden and self.hidden is not None and self.batch_size == 1 and len(self.live) == 1:
+            self._log_features(int(self.num_tokens[0]) - self.hidden.shape[1], self.hidden[0])
         if self.on_prefill is not None:
             callback, self.on_prefill = self.on_prefill, None
             callback(self)
+
+    def _log_features(self, start: int, hidden: torch.Tensor) -> None:
+        """Write the fed block's features (n, d) at positions start .. start + n - 1."""
+        end, log = start + hidden.shape[0], self.past_features
+        if log is None or log.shape[0] < end or log.shape[1] != hidden.shape[1]:
+            grown = hidden.new_zeros(max(2 * end, 256), hidden.shape[1])
+            if log is not None and log.shape[1] == hidden.shape[1]:
+                grown[: log.shape[0]] = log
+            self.past_features = log = grown
+        log[start:end] = hidden
 
     def restorable(self, n: int) -> int:
         """How many of n cached prompt tokens a restore may take: whole prefill chunks on an
