@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from specvideo.core.schedule import make_schedule
+from specvideo.text.book import RowBook, RowRequest, cut_at_stop, shown_length, stop_rules
 from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TextConfig, default_drafter
 from specvideo.text.drafting.catalog import spec_of
 from specvideo.text.drafting.registry import DraftParts, build_drafter, build_verifier
@@ -27,7 +28,6 @@ from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
 from specvideo.text.models.precision import LEAN_MODEL_TYPES
 from specvideo.text.models.vocab import check_size, draft_vocabulary
 from specvideo.text.prompts import EncodedPrompt, encode_prompt, fim_prompt
-from specvideo.text.book import RowBook, RowRequest, cut_at_stop, shown_length, stop_rules
 from specvideo.text.run import Run, TextOutput
 from specvideo.text.sampling import RowSampler, SamplingConfig
 from specvideo.text.text_models import TextModels, copies_for

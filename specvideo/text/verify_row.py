@@ -19,9 +19,9 @@ import torch
 
 from specvideo.core.loop import speculate
 from specvideo.core.types import Draft
+from specvideo.text.book import RowRequest
 from specvideo.text.drafting.base import Drafter
 from specvideo.text.drafting.catalog import spec_of
-from specvideo.text.book import RowRequest
 
 BASE_DRAFTER = "ngram"  # the run is opened with a drafter that loads nothing; the client's replaces it
 

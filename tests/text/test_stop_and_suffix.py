@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.prompts import FIM_TOKENS, fim_ids
 from specvideo.text.book import cut_at_stop, stop_rules
+from specvideo.text.prompts import FIM_TOKENS, fim_ids
 from tests.helpers import tiny_llama, tiny_tokenizer
 
 torch.set_num_threads(1)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator, TextModels
-from specvideo.text.drafting.drafters import NGramDrafter
 from specvideo.text.book import RowBook, RowRequest
+from specvideo.text.drafting.drafters import NGramDrafter
 from tests.helpers import own_greedy, perturbed_copy, random_prompts, tiny_llama
 
 VOCAB = 64

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from specvideo.text.book import RowBook, RowRequest
-
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.tree import (
