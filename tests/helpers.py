@@ -152,7 +152,7 @@ def equal_or_near_tie(gen, prompt: list[int], got: list[int], reference: list[in
     tokens' logits within ``NEAR_TIE``, measured on the float32 target)."""
     import copy
 
-    from specvideo.text.models.precision import NEAR_TIE, divergence
+    from benchmarks.text.divergence import NEAR_TIE, divergence
 
     if got == reference:
         return True

@@ -37,7 +37,7 @@ class MethodResult:
     exact_match: float | None = None  # greedy: fraction of runs token-identical to hf-target's
     exact_vs_loop: float | None = None  # greedy: ... to our own target-only loop's (same verifier)
     # greedy runs that differ from hf-target's: the float32 target's logit gap between the two
-    # tokens at the first differing position, once per prompt (specvideo.text.models.precision.divergence)
+    # tokens at the first differing position, once per prompt (benchmarks.text.divergence)
     tie_margins: list[float] | None = None
     # ours: wall ms per round, mean over every round of every run: draft, target forward, the rest
     # of the check (acceptance, correction), bookkeeping (commit, caches, stats) and the total
@@ -150,7 +150,7 @@ def round_split(stats) -> dict[str, float] | None:
 def tie_margins(rec: dict, hf: dict, prompt_ids: list, model) -> list[float]:
     """The float32 ``model``'s logit gap at the first token where a run differs from hf-target's run
     of the same prompt and repeat, once per prompt."""
-    from specvideo.text.models.precision import divergence
+    from benchmarks.text.divergence import divergence
 
     margins = {}
     for index, ours, theirs in zip(rec["prompt"], rec["tokens"], hf["tokens"]):

@@ -115,7 +115,7 @@ def run_benchmark(
 
 def add_tie_margins(rows, records, prompt_ids, target) -> None:
     """Each greedy row that differs from hf-target somewhere gets the float32 target's logit gaps
-    at the first differing tokens (a near tie when within ``precision.NEAR_TIE``)."""
+    at the first differing tokens (a near tie when within ``benchmarks.text.divergence.NEAR_TIE``)."""
     differing = [r for r in rows if r.exact_match is not None and r.exact_match < 1]
     if not differing:
         return

@@ -16,7 +16,6 @@ LEAN_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.lean)  # run the 
 MODEL_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.needs)  # the drafters that run a draft model
 NO_MODEL_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if not s.needs)  # load no draft model
 SELF_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.copy)  # draft with a quantised copy of the target
-TREE_DRAFTERS = tuple(n for n, s in DRAFTER_SPECS.items() if s.tree)  # propose token trees
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,8 @@ import torch
 from specvideo.core.schedule import make_schedule
 from specvideo.text.book import RowBook, RowRequest, cut_at_stop, shown_length, stop_rules
 from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TextConfig, default_drafter
-from specvideo.text.drafting.catalog import spec_of
-from specvideo.text.drafting.registry import DraftParts, build_drafter, build_verifier
-from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
+from specvideo.text.drafting.catalog import build_drafter, build_verifier, check_drafter, spec_of
+from specvideo.text.drafting.registry import DraftParts
 from specvideo.text.models.precision import LEAN_MODEL_TYPES
 from specvideo.text.models.vocab import check_size, draft_vocabulary
 from specvideo.text.prompts import EncodedPrompt, encode_prompt, fim_prompt
@@ -43,14 +42,11 @@ class SpeculativeGenerator:
     ``default_drafter``): "model" (the draft causal LM through transformers), "lean" (the same Llama
     draft run by ``LeanLlama``, much less per-call overhead on CPU), "hybrid" (prompt lookup when
     the context's last tokens occurred before, else the lean draft), "ngram" (prompt lookup, no
-    model), "tree" (the lean draft's chain with ``tree_width`` runner-up tokens beside it at each
-    depth, verified as one token tree; batch 1), "ngram-tree" (prompt lookup over several earlier
-    occurrences as one tree), "head" (the draft head on the target's features,
-    ``specvideo.text.models.head``), "head-tree" (its EAGLE-2 dynamic tree), "head-hybrid" /
-    "head-hybrid-tree" (prompt lookup first, else the head), "self" / "self-hybrid" (an int4 copy of
-    the target drafts), or "none" (plain target-only decoding through the same loop, the baseline).
-    The head drafts one prompt at a time: a batch of prompts is drafted by prompt lookup under the
-    head drafters.
+    model), "head" (the draft head on the target's features, ``specvideo.text.models.head``),
+    "head-hybrid" (prompt lookup first, else the head), "self" / "self-hybrid" (an int4 copy of the
+    target drafts), "none" (plain target-only decoding through the same loop, the baseline), or an
+    extension's (token trees: ``specvideo.text.trees``). The head drafts one prompt at a time: a
+    batch of prompts is drafted by prompt lookup under the head drafters.
 
     draft_vocab: token ids the lean drafters may propose (FR-Spec, ``specvideo.text.models.vocab``);
     None: the ``draft_vocab_size`` most frequent by the ranking the models were loaded with (all
@@ -76,14 +72,7 @@ class SpeculativeGenerator:
             raise ValueError(f"draft_vocab applies to the lean and hybrid drafters, not drafter={drafter!r}")
         self.draft_vocab = draft_vocab if draft_vocab is not None or spec.copy else self._ranked_vocab(spec)
         self.runner = m.draft_runner(spec, self.draft_vocab)  # built now: errors and costs come at construction
-        if m.invariant and spec.tree:
-            raise ValueError(
-                f"the {drafter} drafter checks token trees through an attention mask that the invariant "
-                "bf16 target cannot compute as its 1-token steps do, so the output could leave the model's "
-                "own decoding: use a chain drafter (head-hybrid, hybrid, ngram) or float32 (dtype='float32')"
-            )
-        if drafter == "ngram-tree":
-            NGramTreeDrafter(c.max_ngram, branches=c.tree_branches, max_nodes=c.tree_nodes)  # validates them
+        check_drafter(spec, m, c)
 
     def _check_models(self, spec) -> None:
         """The models drafter ``spec`` needs are there, and of the right kind."""
@@ -183,12 +172,6 @@ class SpeculativeGenerator:
     max_ngram = property(lambda self: self.config.max_ngram)
     invariant = property(lambda self: self.models.invariant)
     weights = property(lambda self: self.models.weights)
-
-    @property
-    def lean_fallback(self) -> bool:
-        """A lean drafter whose draft LeanLlama cannot run: it drafts through transformers."""
-        spec = self.drafter_spec
-        return spec.lean and not spec.copy and not self.models.lean_draft(spec)
 
     @property
     def prompt_cache(self):

@@ -247,13 +247,12 @@ class TextModels:
         directory or a cached Hub id (``SpeculativeGenerator.from_pretrained`` says what each name
         loads). drafter: the drafter the models are for (it picks the default pair's draft model
         or head); kwargs: the constructor's (lean_target, packed, invariant)."""
-        from specvideo.text.config import TREE_DRAFTERS
         from specvideo.text.models.gguf import is_metadata_dir, load_gguf_target
         from specvideo.text.models.names import default_format, is_named, pair_draft, resolve_model
 
         device = device or "cpu"
-        # trees verify exactly in float32 only (the invariant bf16 path computes chains): auto picks it
-        exact = exact or (dtype == "auto" and drafter in TREE_DRAFTERS)
+        # a drafter whose check is exact in float32 only (token trees): auto picks it
+        exact = exact or (dtype == "auto" and drafter is not None and spec_of(drafter).float32)
         if device == "cpu":  # a GGUF-sourced target runs its file's own blocks
             dtype = default_format(target, dtype, exact)
         choice = None

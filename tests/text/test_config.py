@@ -44,12 +44,12 @@ def test_an_unknown_setting_is_named():
 
 
 def test_the_registry_says_what_each_drafter_needs():
+    from specvideo.text import trees
     from specvideo.text.config import (
         HEAD_DRAFTERS,
         MODEL_DRAFTERS,
         NO_MODEL_DRAFTERS,
         SELF_DRAFTERS,
-        TREE_DRAFTERS,
     )
 
     assert set(HEAD_DRAFTERS) == {"head", "head-tree", "head-hybrid", "head-hybrid-tree"}
@@ -57,15 +57,18 @@ def test_the_registry_says_what_each_drafter_needs():
     assert set(NO_MODEL_DRAFTERS) == {"ngram", "ngram-tree", "none", "self", "self-hybrid"}
     assert set(SELF_DRAFTERS) == {"self", "self-hybrid"} and all(DRAFTER_SPECS[n].copy == "int4" for n in SELF_DRAFTERS)
     assert set(MODEL_DRAFTERS) | set(NO_MODEL_DRAFTERS) == set(DRAFTER_SPECS)
-    assert set(TREE_DRAFTERS) == {"tree", "ngram-tree", "head-tree", "head-hybrid-tree"}
-    for spec in DRAFTER_SPECS.values():  # a tree drafter names the chain a batch drafts with
-        assert (spec.chain is not None) == spec.tree and (spec.chain is None or not DRAFTER_SPECS[spec.chain].tree)
+    # the token-tree extension's rows joined the one table; each names the chain a batch drafts with
+    assert set(trees.DRAFTERS) == {"tree", "ngram-tree", "head-tree", "head-hybrid-tree"}
+    for name, spec in trees.DRAFTERS.items():
+        assert DRAFTER_SPECS[name] is spec and spec.float32 and spec.chain in DRAFTER_SPECS
+        assert DRAFTER_SPECS[spec.chain].verifier != spec.verifier  # a chain's check, not a tree's
     assert [n for n, s in DRAFTER_SPECS.items() if s.one_row] == ["tree", "ngram-tree"]
 
 
 def test_every_drafter_speaks_the_one_contract():
-    from specvideo.text.drafting import drafters, head_drafters, tree_drafters
+    from specvideo.text.drafting import drafters, head_drafters
     from specvideo.text.drafting.base import Drafter
+    from specvideo.text.trees import drafters as tree_drafters
 
     chains = [drafters.ModelDrafter, drafters.NGramDrafter, drafters.NullDrafter]
     one_row = [head_drafters.HeadDrafter, tree_drafters.HeadTreeDrafter, tree_drafters.NGramTreeDrafter, tree_drafters.ModelTreeDrafter]

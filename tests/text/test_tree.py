@@ -8,7 +8,7 @@ import torch
 from specvideo.text.book import RowBook, RowRequest
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.state import CausalLMState
-from specvideo.text.tree import (
+from specvideo.text.trees.verify import (
     TokenTree,
     forward_tree,
     keep_tree_path,
@@ -122,7 +122,7 @@ def test_trees_refuse_a_batch():
 
 
 def test_lookup_tree_merges_the_continuations_of_several_occurrences():
-    from specvideo.text.drafting.tree_drafters import NGramTreeDrafter
+    from specvideo.text.trees.drafters import NGramTreeDrafter
 
     # "7 8" occurred three times before, followed by (1 2 3), (1 4 5) and (6 ...)
     history = [7, 8, 1, 2, 3, 0, 7, 8, 1, 4, 5, 0, 7, 8, 6, 0, 7, 8]

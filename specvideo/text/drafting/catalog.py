@@ -1,49 +1,40 @@
-"""What each drafter is, by name, as plain data: the model it needs, how that model runs, whether
-it proposes trees, what a batch drafts with. The settings (``specvideo.text.config``), the CLI's
-choices and the loaders read it without importing torch or any drafter; how a run builds each
-drafter lives in ``specvideo.text.drafting.registry``."""
+"""The one table of drafters: what each is by name (a ``DrafterSpec``) and how a run builds it.
+The settings (``specvideo.text.config``), the CLI's choices and the loaders read it without
+importing torch; an extension adds its rows (token trees: ``specvideo.text.trees``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from importlib import import_module
 
-__all__ = ["DRAFTER_SPECS", "DrafterSpec", "spec_of"]
+from specvideo.text.drafting import DrafterSpec
 
+__all__ = ["DRAFTER_SPECS", "build_drafter", "build_verifier", "check_drafter", "spec_of"]
 
-@dataclass(frozen=True)
-class DrafterSpec:
-    needs: str = ""  # the model it runs: "" none, "draft" a causal LM, "head" a DraftHead
-    lean: bool = False  # runs that model with LeanLlama (and FR-Spec's draft_vocab)
-    tree: bool = False  # proposes token trees
-    one_row: bool = False  # verifies one prompt at a time: a batch is refused
-    chain: str | None = None  # a tree drafter's chain: what a continuous batch drafts with
-    copy: str | None = None  # drafts with a copy of the target in this weight format (self-speculation)
-
+_CHAINS = "specvideo.text.drafting.registry"
 
 DRAFTER_SPECS: dict[str, DrafterSpec] = {
     # a small causal LM through transformers
-    "model": DrafterSpec(needs="draft"),
+    "model": DrafterSpec(f"{_CHAINS}:dense_model", needs="draft"),
     # the same Llama draft run by LeanLlama: much less per-call overhead on CPU
-    "lean": DrafterSpec(needs="draft", lean=True),
+    "lean": DrafterSpec(f"{_CHAINS}:lean_model", needs="draft", lean=True),
     # prompt lookup when the context's last tokens occurred before, else the lean draft
-    "hybrid": DrafterSpec(needs="draft", lean=True),
-    # the lean draft's chain with runner-up tokens beside it, verified as one token tree
-    "tree": DrafterSpec(needs="draft", lean=True, tree=True, one_row=True, chain="lean"),
-    # a draft head on the target's features (EAGLE): its chain, its dynamic tree, behind lookup
-    "head": DrafterSpec(needs="head", lean=True),
-    "head-tree": DrafterSpec(needs="head", lean=True, tree=True, chain="head"),
-    "head-hybrid": DrafterSpec(needs="head", lean=True),
-    "head-hybrid-tree": DrafterSpec(needs="head", lean=True, tree=True, chain="head-hybrid"),
+    "hybrid": DrafterSpec(f"{_CHAINS}:hybrid", needs="draft", lean=True),
+    # a draft head on the target's features (EAGLE): its chain, behind prompt lookup for the hybrid
+    "head": DrafterSpec(f"{_CHAINS}:head", needs="head", lean=True),
+    "head-hybrid": DrafterSpec(f"{_CHAINS}:head_hybrid", needs="head", lean=True),
     # self-speculation (ML-SpecQD): an int4 copy of the target drafts, no second model to load;
     # behind prompt lookup for its hybrid
-    "self": DrafterSpec(lean=True, copy="int4"),
-    "self-hybrid": DrafterSpec(lean=True, copy="int4"),
-    # prompt lookup, no model: one continuation, or several earlier occurrences' as one tree
-    "ngram": DrafterSpec(),
-    "ngram-tree": DrafterSpec(tree=True, one_row=True, chain="ngram"),
+    "self": DrafterSpec(f"{_CHAINS}:lean_model", lean=True, copy="int4"),
+    "self-hybrid": DrafterSpec(f"{_CHAINS}:hybrid", lean=True, copy="int4"),
+    # prompt lookup, no model
+    "ngram": DrafterSpec(f"{_CHAINS}:lookup"),
     # plain target-only decoding through the same loop: the baseline
-    "none": DrafterSpec(),
+    "none": DrafterSpec(f"{_CHAINS}:null"),
 }
+
+EXTENSIONS = ("specvideo.text.trees",)  # packages whose DRAFTERS join the table
+for _extension in EXTENSIONS:
+    DRAFTER_SPECS.update(import_module(_extension).DRAFTERS)
 
 
 def spec_of(name: str) -> DrafterSpec:
@@ -52,3 +43,24 @@ def spec_of(name: str) -> DrafterSpec:
         return DRAFTER_SPECS[name]
     except KeyError:
         raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTER_SPECS)}") from None
+
+
+def _resolve(reference: str):
+    module, attribute = reference.split(":")
+    return getattr(import_module(module), attribute)
+
+
+def build_drafter(name: str, parts):
+    """Drafter ``name`` for one run, from its ``DraftParts`` (``registry``)."""
+    return _resolve(spec_of(name).build)(parts)
+
+
+def build_verifier(spec: DrafterSpec, model, sampler, rows):
+    """The target's verifier for a drafter of ``spec``."""
+    return _resolve(spec.verifier)(model, sampler, rows)
+
+
+def check_drafter(spec: DrafterSpec, models, config) -> None:
+    """Raise where drafter ``spec`` cannot run on ``models`` with ``config``'s settings."""
+    if spec.check is not None:
+        _resolve(spec.check)(models, config)

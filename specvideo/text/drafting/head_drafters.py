@@ -7,8 +7,8 @@ accepted and its next token go in with the target's true features (the verifier'
 each position's: ``CausalLMState.past_features``). Drafting past the first token feeds the head
 its own predicted feature.
 
-``HeadDrafter``: a chain of k tokens (its EAGLE-2 tree, ``HeadTreeDrafter``, is with the other tree
-drafters in ``tree_drafters``). Batch 1: the target's features of a ragged batch would need a
+``HeadDrafter``: a chain of k tokens (its EAGLE-2 tree, ``HeadTreeDrafter``, is in the token-tree
+extension, ``specvideo.text.trees``). Batch 1: the target's features of a ragged batch would need a
 row-wise bookkeeping this project has not built.
 """
 

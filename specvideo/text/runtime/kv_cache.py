@@ -38,8 +38,6 @@ class SlotCache(Protocol):
 
     def gather_slots(self, order: torch.Tensor) -> None: ...  # row b's slots become order[b] (B, W)
 
-    def move_slots(self, source: torch.Tensor, start: int) -> None: ...  # slots source (m,) to start..
-
     def snapshot(self, n: int) -> KV: ...  # copies of row 0's first n slots
 
     def restore(self, layers: KV, n: int) -> None: ...  # an empty batch-1 cache takes n slots
@@ -92,11 +90,6 @@ class DynamicSlots:
             index = order[:, None, :, None].expand(-1, layer.keys.shape[1], -1, layer.keys.shape[3])
             layer.keys = torch.gather(layer.keys, 2, index)
             layer.values = torch.gather(layer.values, 2, index)
-
-    def move_slots(self, source: torch.Tensor, start: int) -> None:
-        for layer in self.layers:
-            layer.keys[:, :, start : start + len(source)] = layer.keys[:, :, source]
-            layer.values[:, :, start : start + len(source)] = layer.values[:, :, source]
 
     def snapshot(self, n: int) -> KV:
         return [(layer.keys[:1, :, :n].clone(), layer.values[:1, :, :n].clone()) for layer in self.layers]

@@ -65,11 +65,6 @@ class LeanCache:
         self.kv = torch.cat([packed, packed.new_zeros(L, two, B, H, capacity - packed.shape[4], D)], 4)
         self.length = packed.shape[4]
 
-    def move_slots(self, source: torch.Tensor, start: int) -> None:
-        """Slots ``source`` (m,) (all rows) are copied to ``start`` .. start + m - 1 (a tree's
-        accepted path to where it lies in sequence); the slots after them are left for ``crop_to``."""
-        self.kv[:, :, :, :, start : start + len(source)] = self.kv[:, :, :, :, source]
-
     def snapshot(self, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Copies of row 0's first n slots: per layer (keys, values) (1, H_kv, n, D)."""
         return [(self.kv[i, 0, :1, :, :n].clone(), self.kv[i, 1, :1, :, :n].clone()) for i in range(self.kv.shape[0])]

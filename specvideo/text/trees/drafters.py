@@ -1,4 +1,4 @@
-"""Drafters that propose token trees (``specvideo.text.tree``) instead of one chain.
+"""Drafters that propose token trees (``verify``) instead of one chain, their builders and their check.
 
 ``NGramTreeDrafter``: prompt lookup with several candidates. The context's last n tokens often
 occurred more than once before (code repeats its identifiers and idioms with variations), and
@@ -16,8 +16,8 @@ attention mask over the head's cache), each into its ``width`` most likely child
 ``max_nodes`` best nodes of all make the tree (a child never scores above its parent, so every kept
 node's ancestors are kept).
 
-Each proposes a ``TreeDraft`` that the ``TreeVerifier`` checks (``specvideo.text.tree``); each is
-batch 1, and a run of several rows drafts with its chain (the catalog's ``chain``).
+Each proposes a ``TreeDraft`` that the ``TreeVerifier`` checks (``verify``); each is batch 1, and a
+run of several rows drafts with its chain (its spec's ``chain``).
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ import torch
 
 from specvideo.core.types import Draft
 from specvideo.text.drafting.base import Drafter, no_draft
+from specvideo.text.drafting.drafters import HybridDrafter
 from specvideo.text.drafting.head_drafters import HeadDrafter
+from specvideo.text.drafting.registry import DraftParts, lean_model, lookup
 from specvideo.text.runtime.state import CausalLMState
-from specvideo.text.tree import TokenTree, TreeDraft
+from specvideo.text.trees.verify import TokenTree, TreeDraft
 
 
 class NGramTreeDrafter(Drafter):
@@ -259,3 +261,34 @@ class _Expansion:
         parents = torch.tensor([index[self.parents[i]] if self.parents[i] >= 0 else -1 for i in keep], device=device)
         return TokenTree(tokens, parents)
 
+
+def check(models, config) -> None:
+    """A tree's masked forward is exact only on a target whose k-token calls need no invariance."""
+    if models.invariant:
+        raise ValueError(
+            f"the {config.drafter} drafter checks token trees through an attention mask that the invariant "
+            "bf16 target cannot compute as its 1-token steps do, so the output could leave the model's "
+            "own decoding: use a chain drafter (head-hybrid, hybrid, ngram) or float32 (dtype='float32')"
+        )
+    if config.drafter == "ngram-tree":
+        NGramTreeDrafter(config.max_ngram, branches=config.tree_branches, max_nodes=config.tree_nodes)  # validates them
+
+
+def model_tree(p: DraftParts) -> ModelTreeDrafter:
+    return ModelTreeDrafter(lean_model(p), p.settings.tree_width)
+
+
+def ngram_tree(p: DraftParts) -> NGramTreeDrafter:
+    s = p.settings
+    return NGramTreeDrafter(s.max_ngram, branches=s.tree_branches, max_nodes=s.tree_nodes, rows=p.verifier.rows)
+
+
+def head_tree(p: DraftParts):
+    """The head's EAGLE-2 tree; a batch of prompts drafts by prompt lookup."""
+    if p.batch_size > 1:
+        return lookup(p)
+    return HeadTreeDrafter(p.runner, p.verifier, p.settings.head_tree_width, p.settings.tree_nodes)
+
+
+def head_hybrid_tree(p: DraftParts):
+    return lookup(p) if p.batch_size > 1 else HybridDrafter(head_tree(p), lookup(p, hybrid=True))

@@ -13,8 +13,9 @@ a node of depth d is drawn at output position root + d (``RowSampler``: the argm
 Gumbel-max sample of that position's noise), so the path and the token after it are exactly the
 target's own decoding, greedy or sampled, whatever the candidates are.
 
-Trees are a plug-in: drafters that propose a ``TreeDraft`` run with the ``TreeVerifier`` (their
-catalog entry says ``tree``); the chain drafters, the state and the core know nothing of trees.
+Trees are an extension: drafters that propose a ``TreeDraft`` run with the ``TreeVerifier`` (their
+spec's ``verifier``); the chain drafters, the state, the cache contract and the core know nothing
+of trees.
 """
 
 from __future__ import annotations
@@ -190,9 +191,9 @@ def keep_tree_path(state, tree: TokenTree, path: list[int]) -> None:
     positions (root + depth), which are the positions the path's tokens have in sequence."""
     start = state.length - tree.size  # the first tree slot
     source = start + torch.tensor(path, dtype=torch.long, device=state.device)  # (m,) the path's slots
-    state.cache.move_slots(source, start)
+    order = torch.cat([torch.arange(start, device=state.device), source])[None]  # (1, start + m)
+    state.cache.gather_slots(order)
     width = start + len(path)
-    state.cache.crop_to(width)
     if state.past_features is not None:  # the path's features move to its positions as its slots did
         rows = state.hidden.shape[1] - tree.size + torch.tensor(path, dtype=torch.long, device=state.device)
         state.past_features[start:width] = state.hidden[0, rows]
