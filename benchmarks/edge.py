@@ -6,7 +6,7 @@ with one torch thread, the client gets the other core): for each delay d in ``de
 held-out prompt (``benchmarks.text.prompts``: chat requests through the chat template, or code
 completions), ``repeats`` times, side by side:
 
-- **edge**: ``specvideo.text.edge.EdgeClient`` with the local drafter, d added to every round trip
+- **edge**: ``specvideo.serve.edge.EdgeClient`` with the local drafter, d added to every round trip
   (a client-inserted delay, as a slower link would add);
 - **server**: the same request to the server's streaming route (its own drafter), d added once to
   the request (streamed tokens follow without a round trip each).
@@ -39,7 +39,7 @@ class BenchEdgeConfig:
     max_tokens: int = 64
     delays_ms: tuple[float, ...] = (0.0, 20.0, 80.0)
     repeats: int = 2
-    local_draft: str = "lookup"  # specvideo.text.edge.local_drafter's names
+    local_draft: str = "lookup"  # specvideo.serve.edge.local_drafter's names
     local_dtype: str = "auto"
     temperature: float = 0.0
     seed: int = 0
@@ -108,7 +108,7 @@ def server_stream(http: httpx.Client, config: BenchEdgeConfig, prompt, delay_s: 
 
 
 def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
-    from specvideo.text.edge import EdgeClient, local_drafter
+    from specvideo.serve.edge import EdgeClient, local_drafter
 
     if config.prompts:
         prompts = load_prompts_jsonl(config.prompts)[: config.num_prompts]

@@ -35,6 +35,16 @@ def traced_round(steps) -> dict[str, set]:
     return called
 
 
+def source_lines(code) -> int:
+    """Lines of a function's source (0 for generated code: a dataclass's __init__, a module body)."""
+    if code.co_name == "<module>":
+        return 0
+    try:
+        return len(inspect.getsourcelines(code)[0])
+    except OSError:
+        return 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--drafter", default=None)
@@ -50,7 +60,7 @@ def main() -> None:
     called = traced_round(steps)
     total = 0
     for module in sorted(called):
-        lines = sum(len(inspect.getsourcelines(code)[0]) for code in called[module] if code.co_name != "<module>")
+        lines = sum(source_lines(code) for code in called[module])
         total += lines
         print(f"{module:50s} {len(called[module]):3d} functions {lines:5d} lines")
     text = [m for m in called if m.startswith("specvideo.text")]

@@ -114,10 +114,10 @@ def seeded(args) -> dict:
 
 
 def run_remote(args: argparse.Namespace) -> int:
-    """--verify-url: drafts here, each round checked by the server (``specvideo.text.edge``)."""
+    """--verify-url: drafts here, each round checked by the server (``specvideo.serve.edge``)."""
     import httpx
 
-    from specvideo.text.edge import EdgeClient, local_drafter
+    from specvideo.serve.edge import EdgeClient, local_drafter
 
     if args.suffix is not None:
         raise UsageError("--verify-url continues a prompt or a chat: drop --suffix")

@@ -7,7 +7,7 @@ session from a prompt (text, token ids or chat messages) and the settings; later
 session and send only the new draft, so the prompt and every accepted token stay in the session's
 cache. Because a row's token at each position is a function of its seed, its position and the
 target's logits alone (greedy, or the default Gumbel sampling rule), checking the draft by equality
-gives exactly the server's own answer to the same request (``specvideo.text.verify_row``).
+gives exactly the server's own answer to the same request (``specvideo.serve.verify_row``).
 
 Sessions live on the engine's worker thread (each round is a call there, between the rounds of the
 running batch, as a joining row's prefill is), expire after ``ttl_s`` unused or when their answer
@@ -78,7 +78,7 @@ class VerifyRequest(BaseModel):
 @dataclass
 class Session:
     id: str
-    row: object  # specvideo.text.verify_row.VerifyRow
+    row: object  # specvideo.serve.verify_row.VerifyRow
     settings: dict
     prompt_ids: list[int]
     stops: list[str]
@@ -207,7 +207,7 @@ def verify_round(sessions: Sessions, body: VerifyRequest, ids: list[int] | None,
 
 
 def _open(sessions: Sessions, body: VerifyRequest, ids: list[int], budget: int, generator) -> Session:
-    from specvideo.text.verify_row import VerifyRow
+    from specvideo.serve.verify_row import VerifyRow
 
     temperature = 1.0 if body.temperature is None else body.temperature
     top_p = 1.0 if body.top_p is None else body.top_p

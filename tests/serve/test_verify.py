@@ -1,4 +1,4 @@
-"""Drafting on the client, verifying on the server (``POST /v1/verify`` and ``specvideo.text.edge``),
+"""Drafting on the client, verifying on the server (``POST /v1/verify`` and ``specvideo.serve.edge``),
 through the real HTTP stack on the tiny pair: the client's text equals the server's own answer
 (greedy and seeded, drafting by prompt lookup, by a local model, or not at all), sessions keep their
 settings and expire, bad input is a 4xx naming the problem, /metrics counts the rounds, and a server
@@ -15,9 +15,9 @@ import pytest
 import uvicorn
 
 from specvideo.serve import Engine, create_app
+from specvideo.serve.edge import EdgeClient, KChooser, LookupDrafter, ModelDrafter
 from specvideo.serve.verify import Sessions
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.edge import EdgeClient, KChooser, LookupDrafter, ModelDrafter
 from tests.conftest import free_port
 from tests.serve.test_server import Server, tiny_pair
 
