@@ -141,8 +141,8 @@ def own_greedy(gen, prompt: list[int], new_tokens: int) -> list[int]:
     from specvideo.text import SpeculativeGenerator
 
     alone = SpeculativeGenerator.from_models(
-        gen.target, drafter="none", lean_target=gen.models.target_runner if gen.models.lean_target else False, invariant=gen.invariant,
-        weights=getattr(gen, "weights", None),
+        gen.target, drafter="none", lean_target=gen.models.target_runner if gen.models.lean_target else False, invariant=gen.models.invariant,
+        weights=gen.models.weights,
     )
     return alone.generate([prompt], max_new_tokens=new_tokens, stop=None).token_ids[0]
 

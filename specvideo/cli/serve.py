@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             server.should_exit = True
             return
         engine.attach(gen)
-        print(f"ready: {name} ({gen.drafter_name} drafter)", flush=True)
+        print(f"ready: {name} ({gen.config.drafter} drafter)", flush=True)
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("specvideo.serve").setLevel(logging.INFO)

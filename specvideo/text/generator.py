@@ -161,17 +161,11 @@ class SpeculativeGenerator:
         models = TextModels.from_pretrained(target_path, draft_path, dtype, exact, drafter=c.drafter, **loading)
         return cls(models, c, **own)
 
-    # the models, and the settings of ``config`` (the one place they live)
+    # the models a caller reads most (the settings live in ``config``, the rest in ``models``)
     target = property(lambda self: self.models.target)
     tokenizer = property(lambda self: self.models.tokenizer)
     device = property(lambda self: self.models.device)
     draft = property(lambda self: self.models.draft_for(self.drafter_spec))
-    drafter_name = property(lambda self: self.config.drafter)
-    num_draft_tokens = property(lambda self: self.config.num_draft_tokens)
-    schedule_name = property(lambda self: self.config.schedule)
-    max_ngram = property(lambda self: self.config.max_ngram)
-    invariant = property(lambda self: self.models.invariant)
-    weights = property(lambda self: self.models.weights)
 
     @property
     def prompt_cache(self):
@@ -264,7 +258,7 @@ class SpeculativeGenerator:
     def open_rows(self, first: RowRequest, tag: Any = None) -> Run:
         """A run that starts with ``first`` and that more rows join between rounds (``Run.admit``),
         each ending at the target's end-of-sequence ids; a tree drafter drafts its chain."""
-        name = self.drafter_spec.chain or self.drafter_name
+        name = self.drafter_spec.chain or self.config.drafter
         return self.open(self.encode_row(first, spec_of(name)), [first], self.models.eos_ids(), drafter=name, tags=[tag])
 
     def encode_row(self, request: RowRequest, spec) -> EncodedPrompt:
@@ -309,8 +303,9 @@ class SpeculativeGenerator:
 
     def schedule(self):
         """A fresh draft-length schedule for a run."""
-        kwargs = {"threshold": self.config.confidence_threshold} if self.schedule_name == "confidence" else {}
-        return make_schedule(self.schedule_name, self.num_draft_tokens, **kwargs)
+        c = self.config
+        kwargs = {"threshold": c.confidence_threshold} if c.schedule == "confidence" else {}
+        return make_schedule(c.schedule, c.num_draft_tokens, **kwargs)
 
     def _cache_prompt(self, prompt: EncodedPrompt, state) -> int:
         """A one-prompt run without padding reuses its longest cached prefix (``TextModels.cache_prompt``)."""

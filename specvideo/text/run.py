@@ -99,7 +99,7 @@ class Run:
         g, verifier, rows = self.g, self.verifier, self.rows
         encoded = g.encode_row(request, spec_of(self.name))
         if not self.drafter.batched:  # prompt lookup over every row's prompt and output
-            self._swap(NGramDrafter(g.max_ngram, rows=rows, device=verifier.state.device))
+            self._swap(NGramDrafter(g.config.max_ngram, rows=rows, device=verifier.state.device))
         kept = rows.compact()
         verifier.compact(kept)
         self.tags = [self.tags[b] for b in kept]

@@ -128,11 +128,11 @@ def test_app_model_drafter_uses_the_ranked_draft_vocabulary(tmp_path, monkeypatc
     monkeypatch.setattr(text_tab, "load_models", lambda *paths: ranked)
     monkeypatch.setattr(text_tab, "TEXT_DEFAULTS", text_tab.TEXT_DEFAULTS.updated(draft_vocab_size=50))
     gen = text_tab.make_generator(config, "model", 3)
-    assert gen.drafter_name == "lean" and gen.runner.vocab.tolist() == list(range(vocab_size - 50, vocab_size))
+    assert gen.config.drafter == "lean" and gen.runner.vocab.tolist() == list(range(vocab_size - 50, vocab_size))
     plain = text_tab.make_generator(config, "none", 3).generate("def f(x):", max_new_tokens=8, stop=None)
     assert gen.generate("def f(x):", max_new_tokens=8, stop=None).token_ids == plain.token_ids
     hybrid = text_tab.make_generator(config, "hybrid", 3)  # prompt lookup, else the same lean drafter
-    assert hybrid.drafter_name == "hybrid" and hybrid.runner.vocab.tolist() == gen.runner.vocab.tolist()
+    assert hybrid.config.drafter == "hybrid" and hybrid.runner.vocab.tolist() == gen.runner.vocab.tolist()
     assert hybrid.generate("def f(x):", max_new_tokens=8, stop=None).token_ids == plain.token_ids
 
 

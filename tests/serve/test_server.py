@@ -343,7 +343,7 @@ def test_a_gguf_model_with_fim_tokens_serves_and_fills_the_middle(tmp_path, monk
         packed="auto", dtype="float32", exact=False,  # packing applies to float32 targets
     )
     gen, name = load(args)
-    assert name == "coder" and gen.drafter_name == "ngram"
+    assert name == "coder" and gen.config.drafter == "ngram"
     assert len(gen.models.packed_models(gen.drafter_spec)) == 1  # auto: a float32 transformers target on the CPU runs pre-packed
     s = Server(gen, name=name, api_key=None)
     try:

@@ -21,8 +21,8 @@ def test_the_config_goes_whole_and_its_call_settings_are_the_defaults(pair):
     target, draft = pair
     config = TextConfig(num_draft_tokens=5, schedule="heuristic", max_new_tokens=7)
     gen = SpeculativeGenerator.from_pretrained(target, draft, dtype="float32", config=config)
-    assert gen.config.num_draft_tokens == gen.num_draft_tokens == 5 and gen.schedule_name == "heuristic"
-    assert gen.drafter_name == gen.config.drafter == "model"  # no drafter named: the draft model's
+    assert gen.config.num_draft_tokens == 5 and gen.config.schedule == "heuristic"
+    assert gen.config.drafter == "model"  # no drafter named: the draft model's
     out = gen.generate("def f(x):", stop=None)
     assert len(out.token_ids) == 7  # config.max_new_tokens
     assert len(gen.generate("def f(x):", stop=None, max_new_tokens=3).token_ids) == 3  # a call's own wins
@@ -33,9 +33,9 @@ def test_keyword_arguments_go_over_the_config_by_the_same_names(pair):
     gen = SpeculativeGenerator.from_pretrained(
         target, draft, dtype="float32", config=TextConfig(num_draft_tokens=5), num_draft_tokens=2, drafter="lean"
     )
-    assert (gen.config.num_draft_tokens, gen.drafter_name) == (2, "lean")
+    assert (gen.config.num_draft_tokens, gen.config.drafter) == (2, "lean")
     ngram = SpeculativeGenerator.from_pretrained(target, dtype="float32")
-    assert ngram.drafter_name == TEXT_DEFAULTS.drafter_for() == "ngram"  # no draft: prompt lookup
+    assert ngram.config.drafter == TEXT_DEFAULTS.drafter_for() == "ngram"  # no draft: prompt lookup
 
 
 def test_an_unknown_setting_is_named():

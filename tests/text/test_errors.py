@@ -76,8 +76,8 @@ def test_the_drafter_follows_the_models_given_and_the_one_default():
     from specvideo.text.config import TEXT_DEFAULTS
 
     target = tiny_llama(64)
-    assert SpeculativeGenerator.from_models(target).drafter_name == TEXT_DEFAULTS.drafter_for() == "ngram"
-    assert SpeculativeGenerator.from_models(target, draft=tiny_llama(64, seed=1)).drafter_name == "model"
+    assert SpeculativeGenerator.from_models(target).config.drafter == TEXT_DEFAULTS.drafter_for() == "ngram"
+    assert SpeculativeGenerator.from_models(target, draft=tiny_llama(64, seed=1)).config.drafter == "model"
 
 
 def test_unknown_drafter():

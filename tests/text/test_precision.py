@@ -83,7 +83,7 @@ def test_bf16_speculative_output_is_the_models_own_greedy_decoding(drafter):
     target, draft = target.to(torch.bfloat16), draft.to(torch.bfloat16)
     uses_draft = drafter in ("model", "lean", "hybrid")
     gen = SpeculativeGenerator.from_models(target, draft=draft if uses_draft else None, drafter=drafter, num_draft_tokens=4)
-    assert gen.invariant and gen.models.target_runner.invariant  # chosen for a bf16 target
+    assert gen.models.invariant and gen.models.target_runner.invariant  # chosen for a bf16 target
     accepted = 0
     for prompt in random_prompts(4, 64, seed=3, max_len=12):
         out = gen.generate([prompt], max_new_tokens=24, stop=None)
@@ -93,10 +93,10 @@ def test_bf16_speculative_output_is_the_models_own_greedy_decoding(drafter):
 
 
 def test_float32_targets_and_other_architectures_are_not_made_invariant():
-    assert not SpeculativeGenerator.from_models(tiny_llama(), drafter="none").invariant
+    assert not SpeculativeGenerator.from_models(tiny_llama(), drafter="none").models.invariant
     gpt = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2)).eval().to(torch.bfloat16)
     gen = SpeculativeGenerator.from_models(gpt, drafter="none")
-    assert not gen.invariant and not gen.models.lean_target  # transformers runs it; exactness measured
+    assert not gen.models.invariant and not gen.models.lean_target  # transformers runs it; exactness measured
     with pytest.raises(ValueError, match="run llama and qwen2 targets only"):
         SpeculativeGenerator.from_models(gpt, drafter="none", invariant=True)
     with pytest.raises(ValueError, match="packed=True and invariant=True exclude each other"):
@@ -117,7 +117,7 @@ def test_tree_drafters_are_refused_on_the_invariant_bf16_path(drafter):
     bf16 = copy.deepcopy(target).to(torch.bfloat16)  # Module.to converts in place
     with pytest.raises(ValueError, match="float32"):
         SpeculativeGenerator.from_models(bf16, draft=None if draft is None else exact_head(bf16), drafter=drafter)
-    assert not SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter).invariant  # float32: allowed
+    assert not SpeculativeGenerator.from_models(target, draft=draft, drafter=drafter).models.invariant  # float32: allowed
 
 
 def test_wide_calls_are_used_only_where_the_probe_found_them_bit_identical(monkeypatch):
@@ -144,7 +144,7 @@ def test_bf16_rows_of_a_continuous_batch_decode_what_they_decode_alone():
 
     target = tiny_llama(seed=0, logit_scale=2.0).to(torch.bfloat16)
     gen = SpeculativeGenerator.from_models(target, drafter="ngram", num_draft_tokens=3)
-    assert gen.invariant
+    assert gen.models.invariant
     prompts = random_prompts(3, 64, seed=8, min_len=5, max_len=70)
     reqs = [RowRequest(p, n) for p, n in zip(prompts, (30, 12, 20))]
 

@@ -96,7 +96,7 @@ def test_quantised_speculative_output_is_the_models_own_greedy_decoding(drafter,
     gen = SpeculativeGenerator.from_models(
         target, draft=draft if uses_draft else None, drafter=drafter, num_draft_tokens=4, weights=fmt
     )
-    assert gen.invariant and gen.models.target_runner.weights == fmt
+    assert gen.models.invariant and gen.models.target_runner.weights == fmt
     assert all(p.device.type == "meta" for p in gen.target.model.layers.parameters())  # dense layers freed
     accepted = 0
     for prompt in random_prompts(4, 64, seed=3, max_len=12):
@@ -110,7 +110,7 @@ def test_quantised_speculative_output_is_the_models_own_greedy_decoding(drafter,
 def test_from_pretrained_loads_a_quantised_target(tmp_path, fmt):
     tiny_llama(seed=0).save_pretrained(tmp_path / "target")
     gen = SpeculativeGenerator.from_pretrained(str(tmp_path / "target"), dtype=fmt, drafter="ngram")
-    assert gen.weights == fmt and gen.models.target_runner.weights == fmt
+    assert gen.models.weights == fmt and gen.models.target_runner.weights == fmt
     prompt = random_prompts(1, 64, seed=4)[0]
     assert gen.generate([prompt], max_new_tokens=12, stop=None).token_ids[0] == own_greedy(gen, prompt, 12)
 

@@ -24,7 +24,7 @@ def test_the_tiny_pair_loads_by_path_and_is_exact():
     """exact=True: float32, token-identical to transformers' generate()."""
     gen = SpeculativeGenerator.from_pretrained(*tiny_pair(), drafter="hybrid", exact=True)
     assert gen.target is not None and gen.draft is not None and gen.tokenizer is not None
-    assert gen.drafter_name == "hybrid" and gen.runner.vocab is not None  # lookup, else lean@2048
+    assert gen.config.drafter == "hybrid" and gen.runner.vocab is not None  # lookup, else lean@2048
     prompt = "def quicksort(arr):\n"
     out = gen.generate(prompt, max_new_tokens=24, stop=None)
     ids = torch.tensor([gen.tokenizer(prompt)["input_ids"]])
@@ -76,7 +76,7 @@ def test_the_code_pair_drafts_with_its_head_by_default():
     if not (qwen_coder_dir() / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf").is_file():
         pytest.skip("the code pair is not fetched (scripts/fetch_qwen_coder.sh)")
     gen = SpeculativeGenerator.from_pretrained("qwen-coder")
-    assert gen.drafter_name == "head-hybrid" and type(gen.draft).__name__ == "DraftHead"
+    assert gen.config.drafter == "head-hybrid" and type(gen.draft).__name__ == "DraftHead"
     out = gen.generate("def quicksort(arr):", max_new_tokens=24, stop=None)
     alone = SpeculativeGenerator.from_models(gen.target, tokenizer=gen.tokenizer, drafter="none", lean_target=gen.models.target_runner, weights="gguf")
     assert out.token_ids == alone.generate("def quicksort(arr):", max_new_tokens=24, stop=None).token_ids

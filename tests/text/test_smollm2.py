@@ -51,7 +51,7 @@ def test_the_real_pair_is_greedy_exact_on_code_and_chat(default_pair, drafter, m
     and the head's token tree, on the real target in its default dtype (bf16 on a CPU with bf16
     units): output equals the target's own greedy decoding bit for bit (specvideo.text.models.precision)."""
     gen = default_pair
-    assert gen.target.config.num_hidden_layers == 30 and gen.drafter_name == "ngram" and gen.draft is None
+    assert gen.target.config.num_hidden_layers == 30 and gen.config.drafter == "ngram" and gen.draft is None
     if drafter is not None:
         monkeypatch.delenv("SPECVIDEO_MODELS", raising=False)
         gen = SpeculativeGenerator.from_pretrained(drafter=drafter)
@@ -76,7 +76,7 @@ def test_the_real_pair_is_greedy_exact_on_code_and_chat(default_pair, drafter, m
 def test_exact_float32_equals_transformers_generate():
     """--exact: float32, token-identical to transformers' own generate() on the float32 model."""
     gen = SpeculativeGenerator.from_pretrained(exact=True)
-    assert gen.target.dtype == torch.float32 and not gen.invariant
+    assert gen.target.dtype == torch.float32 and not gen.models.invariant
     code = "def quicksort(arr):\n"
     ids = gen.tokenizer(code)["input_ids"]
     assert gen.generate(code, max_new_tokens=40, stop=None).token_ids == target_greedy(gen, ids, 40)

@@ -39,7 +39,7 @@ def test_a_generator_is_cheap_and_checks_its_settings_against_the_models():
     with pytest.raises(ValueError, match="draft vocabulary size"):
         SpeculativeGenerator(m, drafter="lean", draft_vocab_size=-1)
     no_draft = TextModels(tiny_llama(VOCAB, seed=1))
-    assert SpeculativeGenerator(no_draft).drafter_name == "ngram"  # no draft: prompt lookup
+    assert SpeculativeGenerator(no_draft).config.drafter == "ngram"  # no draft: prompt lookup
 
 
 def test_every_run_is_opened_by_open(monkeypatch):
