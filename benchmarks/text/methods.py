@@ -86,23 +86,20 @@ def build_methods(
 
     llama = target.config.model_type in LEAN_MODEL_TYPES  # LeanLlama runs it
     float32 = target.dtype == torch.float32
-    runners = {  # "lean": invariant in bf16 (the precision policy), "packed": float32 only
-        v: LeanLlama(target, packed=v == "packed", invariant=not float32)
-        for v in ("lean", "packed")
-        if v in config.verifiers and llama and (v == "lean" or float32)
-    }
+    runners = {"lean": LeanLlama(target, invariant=not float32)} if "lean" in config.verifiers and llama else {}
+    # "lean": invariant in bf16 (the precision policy)
     # weight-only int8 / int4 copies of the target's projections (always invariant); the dense
     # target stays for transformers' rows
     runners.update({
         v: LeanLlama(target, invariant=True, weights=v, gguf=weights_source(target, v))
         for v in weight_formats(config.verifiers, target) if llama
     })
-    # packed on another model (Qwen2): transformers' own forwards of the target and the draft on
-    # pre-packed linear weights (TextModels(packed=True))
+    # "packed": transformers' own forwards of the target and the draft on pre-packed linear
+    # weights (TextModels(packed=True)), float32 only
     verifiers = [
         (v, runners.get(v, False))
         for v in config.verifiers
-        if v == "transformers" or v in runners or (v == "packed" and not llama and float32)
+        if v == "transformers" or v in runners or (v == "packed" and float32)
     ]
     verifiers = verifiers or [("transformers", False)]  # lean verifiers alone on a non-Llama target
 
@@ -111,7 +108,7 @@ def build_methods(
         out = []
         copy = spec_of(kwargs.get("drafter", "none")).copy
         for verifier, lean_target in verifiers:
-            packed = verifier == "packed" and not llama
+            packed = verifier == "packed"
             weights = verifier if verifier in WEIGHT_ONLY else None
             if copy and (weights == copy or not llama):  # a self drafter's copy would be the target itself
                 continue

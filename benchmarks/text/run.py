@@ -258,9 +258,8 @@ def decode_costs(
     tokens: int = 32, repeats: int = 5, head=None, weight_formats: tuple[str, ...] = (),
 ) -> dict[str, float]:
     """Median wall time (ms) of one decode forward after the prompt: the target fed 1, 2, 4 and 8
-    tokens at once, by transformers ("target@n") and by LeanLlama ("target_lean@n", Llama targets;
-    "target_packed@n" on oneDNN pre-packed weights; other float32 CPU targets: "target_packed@n" is
-    transformers' forward on ``PackedLinears``), and the draft per token run by transformers and by LeanLlama
+    tokens at once, by transformers ("target@n"; float32 CPU targets also "target_packed@n", its
+    forward on oneDNN pre-packed ``PackedLinears``) and by LeanLlama ("target_lean@n", Llama targets), and the draft per token run by transformers and by LeanLlama
     (Llama drafts; also "draft_lean@N" per restricted vocabulary); "target_int4@n" and so on per
     weight-only format in ``weight_formats`` (invariant LeanLlama). LeanLlama targets also at
     ``TREE_WIDTHS`` tokens (a tree of n - 1 nodes below its root costs an n-token forward); a draft
@@ -282,16 +281,13 @@ def decode_costs(
         widths = TARGET_WIDTHS + TREE_WIDTHS
         lean = LeanLlama(target)  # one runner per kind, shared by its widths (a 1.5B copy is gigabytes)
         models.update({f"target_lean@{n}": (lean, n) for n in widths})
-        if float32_cpu:
-            packed = LeanLlama(target, packed=True)
-            models.update({f"target_packed@{n}": (packed, n) for n in widths})
-        else:  # the bf16 precision policy's runner
+        if not float32_cpu:  # the bf16 precision policy's runner
             invariant = LeanLlama(target, invariant=True)
             models.update({f"target_invariant@{n}": (invariant, n) for n in widths})
         for fmt in weight_formats:  # weight-only projections, invariant
             quantised = LeanLlama(target, invariant=True, weights=fmt, gguf=weights_source(target, fmt))
             models.update({f"target_{fmt}@{n}": (quantised, n) for n in widths})
-    elif float32_cpu:  # transformers on packed linears
+    if float32_cpu:  # transformers on packed linears
         packing = packed_linears(target)
     if getattr(draft, "specvideo_released", False):  # the draft's own blocks
         models["draft_gguf"] = (LeanLlama(draft, weights="gguf", gguf=weights_source(draft, "gguf")), 1)

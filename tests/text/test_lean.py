@@ -125,32 +125,3 @@ def test_a_lean_target_verifies_exactly(drafter):
 
         gpt = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_layer=1, n_embd=16, n_head=2)).eval()
         SpeculativeGenerator.from_models(gpt, drafter="none", lean_target=True)
-
-
-def test_packed_weights_give_the_same_logits_and_exact_greedy_output():
-    """LeanLlama(packed=True) multiplies through oneDNN pre-packed copies of every projection; its
-    logits match transformers' as the plain lean path does, and verifying with it stays exact."""
-    from tests.text.test_greedy_exact import reference
-
-    target = tiny_llama(64, seed=0, logit_scale=8.0)
-    packed = LeanLlama(target, packed=True)
-    assert len(packed._packed) == 1 + 4 * len(packed.layers)  # the head and 4 fused projections a layer
-    prompts = random_prompts(3, 64, seed=1, min_len=2, max_len=9)
-    width = max(map(len, prompts))
-    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    hf, fast = CausalLMState(target, ids, mask), CausalLMState(packed, ids, mask)
-    torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
-    for n in (1, 2, 4, 8):  # every block width a check uses
-        extra = torch.randint(3, 64, (3, n), generator=torch.Generator().manual_seed(n))
-        marks = [state.num_tokens.clone() for state in (hf, fast)]
-        torch.testing.assert_close(
-            fast.forward(extra, num_logits=n), hf.forward(extra, num_logits=n), atol=1e-4, rtol=1e-4
-        )
-        for state, mark in zip((hf, fast), marks):
-            state.truncate(mark)
-    gen = SpeculativeGenerator.from_models(target, drafter="ngram", num_draft_tokens=4, lean_target=packed)
-    out = gen.generate(prompts, max_new_tokens=16, stop=[2])
-    assert out.token_ids == [reference(target, p, 16, eos=[2]) for p in prompts]
-    with pytest.raises(ValueError, match="packed=True needs float32 weights"):
-        LeanLlama(tiny_llama(64, seed=0).to(torch.bfloat16), packed=True)

@@ -39,7 +39,6 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
-from specvideo.device import packs_float32
 from specvideo.text.models.head import LAYERS_KEY
 from specvideo.text.models.precision import LEAN_MODEL_TYPES  # qwen2: Llama with q/k/v biases
 from specvideo.text.models.vocab import check_vocabulary
@@ -70,7 +69,6 @@ class LeanLlama(nn.Module):
         self,
         model: PreTrainedModel,
         vocab: torch.Tensor | list[int] | None = None,
-        packed: bool = False,
         fc: nn.Linear | None = None,
         invariant: bool = False,
         fuse: nn.Linear | None = None,
@@ -92,10 +90,6 @@ class LeanLlama(nn.Module):
             )
         if getattr(config, "use_sliding_window", False):
             raise ValueError("LeanLlama does not run sliding-window attention (use_sliding_window=True)")
-        if packed and invariant:
-            raise ValueError("packed=True and invariant=True exclude each other (packing is float32 only)")
-        if packed and weights:
-            raise ValueError(f"packed=True runs dense float32 weights, not {weights}")
         self.config = config
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
@@ -133,7 +127,6 @@ class LeanLlama(nn.Module):
             self.fuse = None if fuse is None else fuse.weight.detach()
             self.feature_layers = tuple(getattr(config, LAYERS_KEY, None) or ())
             self.cos, self.sin = self._rope_tables(model)  # (T, D) each
-            self._packed, self._bias = self._pack() if packed else ({}, {})
             self.weights = weights
             if weights:
                 self._quantize(weights)
@@ -161,7 +154,6 @@ class LeanLlama(nn.Module):
             self.embed = _block_rows(loaded.embed, torch.zeros(1, dtype=torch.long))
         self.act_dtype = torch.float32  # llama.cpp's activations
         self.vocab_size, self.vocab, self.fc, self.fuse, self.feature_layers = loaded.embed.shape[0], None, None, None, ()
-        self._packed, self._bias = {}, {}
         self.cos, self.sin = self._rope_tables(model)
         self.invariant = True
         self._tiles = {id(w): (wide_tile(w, self.dtype), row_unit(w, self.dtype)) for w in self._weights()}
@@ -184,17 +176,6 @@ class LeanLlama(nn.Module):
         """Every projection matrix, the output head first (biases excluded)."""
         matrices = [w for layer in self.layers for name, w in vars(layer).items() if name in PROJECTIONS]
         return [self.lm_head, *matrices]
-
-    def _pack(self) -> tuple[dict, dict]:
-        """oneDNN copies of every projection in its pre-packed (blocked) layout, keyed by the dense
-        weight's id, and zero biases per output width: a k-token product then reads the packed
-        weight instead of re-laying it out every call (CPU, float32 only)."""
-        if not packs_float32(self.device, self.lm_head.dtype):
-            raise ValueError("packed=True needs float32 weights on a CPU with oneDNN (torch.backends.mkldnn)")
-        weights = self._weights()
-        packed = {id(w): w.to_mkldnn() for w in weights}
-        bias = {w.shape[0]: torch.zeros(w.shape[0]).to_mkldnn() for w in weights}
-        return packed, bias
 
     def _rope_tables(self, model: PreTrainedModel) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sign-folded sin of every position (T, D), from the model's own rotary module: one
@@ -325,17 +306,12 @@ class LeanLlama(nn.Module):
         return self._linear(out.transpose(1, 2).reshape(B, n, -1), layer.o_proj)  # (B, n, d)
 
     def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """x (..., d_in) @ weight^T through the weight's oneDNN pre-packed copy when ``packed``."""
+        """x (..., d_in) @ weight^T."""
         if self.invariant:  # one kernel path for every decode position
             return invariant.tiled_linear(x, weight, *self._tiles[id(weight)])
         if is_quantized(weight):
             return weight.linear(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], weight.shape[0])
-        packed = self._packed.get(id(weight))
-        if packed is None:
-            return _linear(x, weight)
-        rows = x.reshape(-1, x.shape[-1]).to_mkldnn()
-        out = torch._C._nn.mkldnn_linear(rows, packed, self._bias[weight.shape[0]]).to_dense()
-        return out.reshape(*x.shape[:-1], weight.shape[0])
+        return _linear(x, weight)
 
 
 PROJECTIONS = ("qkv", "o_proj", "gate_up", "down")  # a layer's matrices
