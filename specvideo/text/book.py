@@ -1,6 +1,6 @@
 """The rows of a run and the rules their text ends by.
 
-``RowBook`` is the one owner of per-row state: each row's request (prompt, budget, sampling
+``RowBook`` owns the per-row state: each row's request (prompt, budget, sampling
 settings, seed), what it has emitted, whether it still generates, and its sampling generator. The
 verifier appends what each round accepted (``emit``), the run adds and drops rows (``admit``,
 ``finish``, ``compact``); the drafters and the sampler only read it.
@@ -27,7 +27,7 @@ class RowRequest:
     seed: int = 0  # the noise a sampled row draws (ignored when greedy)
     cache_prompt: bool = True  # reuse and keep its prefix in the generator's prompt cache
 
-    def __post_init__(self) -> None:  # the one check of a budget: generate, stream, server and batch jobs
+    def __post_init__(self) -> None:  # every caller's budget is checked here: generate, stream, server and batch jobs
         n = self.max_new_tokens
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {n!r}")
@@ -182,8 +182,8 @@ def cut_at_stop(text: str, stops: tuple[str, ...]) -> tuple[str, bool]:
 def shown_length(text: str, stops, final: bool) -> int:
     """How much of a row's decoded ``text`` (already cut at a stop string) a stream may show now:
     all of it once the row is final; else all but an incomplete character at its end and the last
-    len(longest stop) - 1 characters, which could still become a stop string. The one hold-back rule
-    of ``SpeculativeGenerator.stream`` and the server."""
+    len(longest stop) - 1 characters, which could still become a stop string. The hold-back rule of
+    ``SpeculativeGenerator.stream`` and the server."""
     if final:
         return len(text)
     hold = max((len(s) - 1 for s in stops), default=0)

@@ -5,7 +5,7 @@ the target's distribution (Leviathan et al. 2023, Chen et al. 2023). Works on ba
 different lengths, each row accepting its own number of tokens per round.
 
 A generator is cheap: the loaded models and their runners are a ``TextModels`` it reads, its
-settings a ``TextConfig``. ``open`` is the one place a run is assembled; ``start`` (and through it
+settings a ``TextConfig``. ``open`` assembles every run; ``start`` (and through it
 ``generate`` and ``stream``) opens one over a batch of prompts, ``open_rows`` one that more rows
 join between rounds (the server's continuous batch). Both are the same ``Run``: every row is
 decoded on its own seed (``RowSampler``), so its output never depends on its neighbours (under the
@@ -277,7 +277,7 @@ class SpeculativeGenerator:
         drafter: str | None = None,
         tags: list | None = None,
     ) -> Run:
-        """The one place a run is assembled: check the prompt fits the models, build the verifier
+        """Assemble a run: check the prompt fits the models, build the verifier
         and the drafter (``drafter``, default the generator's own) over one ``RowSampler`` holding
         each row's ``requests`` settings and seed, start both on the prompt (both models' caches),
         reuse the prompt cache, and return the Run."""

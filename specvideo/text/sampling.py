@@ -75,7 +75,7 @@ RULES = ("gumbel", "rejection")
 
 class RowSampler:
     """The rule a run's sampled tokens are drawn and checked by, each row's settings, seed, output
-    position and generator read from the run's ``RowBook``: the one sampling path of every run (the
+    position and generator read from the run's ``RowBook``: the sampling path of every run (the
     target's tokens, a model drafter's, the verdict).
 
     ``gumbel`` (the default): the token of a sampled row at output position t is

@@ -1,4 +1,4 @@
-"""The drafters: the chains (``drafters``), the draft head's (``head_drafters``), the one table of
+"""The drafters: the chains (``drafters``), the draft head's (``head_drafters``), the table of
 what each is by name and how a run builds it (``catalog``), the builders of the chains
 (``registry``). ``DrafterSpec`` is here, plain data, so an extension's table (token trees,
 ``specvideo.text.trees``) and the settings read it without importing torch."""

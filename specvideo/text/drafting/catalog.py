@@ -1,4 +1,4 @@
-"""The one table of drafters: what each is by name (a ``DrafterSpec``) and how a run builds it.
+"""The table of drafters: what each is by name (a ``DrafterSpec``) and how a run builds it.
 The settings (``specvideo.text.config``), the CLI's choices and the loaders read it without
 importing torch; an extension adds its rows (token trees: ``specvideo.text.trees``)."""
 

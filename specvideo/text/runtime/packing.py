@@ -1,13 +1,12 @@
 """oneDNN pre-packed weights for any transformers model's ``nn.Linear`` layers (CPU, float32).
 
 ``F.linear`` re-lays out its weight for every call: a k-token check of a memory-bound model then
-costs several times a 1-token forward (Qwen2.5-Coder-1.5B here: 677 / 1,116 / 2,095 / 1,929 ms for
-1 / 2 / 4 / 8 tokens). A weight converted once to oneDNN's blocked layout (``Tensor.to_mkldnn``) is
+costs several times a 1-token forward (the bench's decode table, ``target_packed@n`` against
+``target@n``, measures it). A weight converted once to oneDNN's blocked layout (``Tensor.to_mkldnn``) is
 read as it is, so k rows cost little more than one. ``PackedLinears(model)`` holds those copies
 (as much memory again as the linear weights) and, inside ``with``, routes every ``nn.Linear`` of
 the model through them; outside, the model is untouched, so one set of dense weights serves both
-the packed verifier and transformers' own ``generate()``. LeanLlama's ``packed=True`` does the same
-for its own Llama forward. The packed product sums in another order than ``F.linear``: logits
+the packed verifier and transformers' own ``generate()``. The packed product sums in another order than ``F.linear``: logits
 differ in the last bits, and a greedy run is compared token by token with the target's own.
 """
 
