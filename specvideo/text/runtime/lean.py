@@ -320,8 +320,8 @@ SMALL_M = range(2, 7)  # rows for which W @ x^T beats x @ W^T on this project's 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """x (..., d_in) @ weight (d_out, d_in)^T. For 2-6 rows (a verification block of k + 1 tokens)
-    on a CPU it is computed as weight @ x^T, which MKL runs faster there (``scripts/matmul_costs.py``
-    measures both); on CUDA, F.linear."""
+    on a CPU it is computed as weight @ x^T, the faster of the two products for so few rows under
+    MKL; on CUDA, F.linear."""
     rows = x.numel() // x.shape[-1]
     if rows in SMALL_M and x.device.type == "cpu":
         return (weight @ x.reshape(rows, -1).T).T.reshape(*x.shape[:-1], weight.shape[0])
