@@ -22,8 +22,8 @@ TEXT = {
     "source": "docs/BENCHMARKS.md 'Text' (the commands there; full reports in docs/history/benchmarks.md)",
     "rows": [
         # (label, ours, alone, llama.cpp best mode, transformers generate() or None)
-        ("SmolLM2-135M code\n(tuning, AMD EPYC)", 159.9, 84.5, 118.8, 23.8),
-        ("SmolLM2-135M chat\n(tuning, AMD EPYC)", 101.6, 86.4, 112.0, 24.0),
+        ("SmolLM2-135M code\n(tuning, Intel AMX)", 187.2, 122.3, 88.8, None),
+        ("SmolLM2-135M chat\n(tuning, Intel AMX)", 122.0, 130.6, 75.8, None),
         ("Qwen2.5-Coder-1.5B code\n(held-out, Intel AMX)", 20.4, 15.3, 12.8, None),
         ("Qwen2.5-Coder-1.5B chat\n(held-out, Intel AMX)", 17.4, 16.2, 13.0, None),
     ],

@@ -106,7 +106,7 @@ def decode_table(decode: dict | None) -> str:
     if not decode:
         return ""
     lines = ["| forward | ms | × target, 1 token |", "|---|---:|---:|"]
-    one = decode["target@1"]
+    one = decode["target"]  # the 1-token step of the first target runner (transformers, else a LeanLlama format)
     for name, value in decode.items():
         if name == "target" or name.endswith("_over_target"):
             continue

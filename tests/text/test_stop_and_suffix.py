@@ -76,3 +76,22 @@ def test_one_hold_back_rule_for_streams_and_the_server():
     assert shown_length("hello wor", ["world!"], final=False) == len("hello wor") - 5  # could still become one
     assert shown_length("hello wor", ["world!"], final=True) == len("hello wor")
     assert shown_length("caf\ufffd", [], final=False) == 3  # an incomplete character waits for its bytes
+
+
+def test_the_book_finds_a_stop_string_from_a_row_s_tail_as_from_its_whole_text():
+    """The stop-string check decodes only the tail of a row's output; over a long output emitted a
+    few tokens at a time it ends the row at the same token as a search of the whole decoded text."""
+    from specvideo.text.book import RowBook, RowRequest
+
+    tok = tiny_tokenizer(300)
+    out = torch.randint(3, 300, (400,), generator=torch.Generator().manual_seed(0)).tolist()
+    text = tok.decode(out, skip_special_tokens=True)
+    for stop in (text[300:306], text[-5:], text[5:9]):  # late, at the very end, early
+        whole = next(i for i in range(len(out)) if stop in tok.decode(out[: i + 1], skip_special_tokens=True))
+        rows = RowBook([RowRequest([1], len(out))])
+        rows.stop_on_text((stop,), tok)
+        for at in range(0, len(out), 3):
+            if bool(rows.active[0]):  # the verifier emits for generating rows only
+                rows.emit(0, out[at : at + 3])
+        assert rows.outputs[0] == out[: whole + 1] and not bool(rows.active[0])
+        assert len(rows._tails[0]) < 40  # a tail, not the whole output
