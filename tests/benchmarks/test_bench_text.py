@@ -550,7 +550,7 @@ def test_head_drafters_add_rows_per_tree_shape_and_a_head_decode_cost(dirs, tmp_
     ]
     assert all(r.exact_match == 1.0 for r in results.rows)
     decode = results.settings["decode_ms"]
-    assert {"head_lean@64", "head_lean@64_over_target", "target_lean@12", "target_packed@16"} <= set(decode)
+    assert {"head_lean@64", "head_lean@64_over_target", "target_lean@12", "target_packed@8"} <= set(decode)
     assert torch.isfinite(torch.tensor(decode["head_lean@64"]))
     with pytest.raises(ValueError, match="tree shape"):
         config(dirs, tree_shapes=("2by8",))

@@ -38,7 +38,7 @@ def pair(kind: str) -> tuple[SpeculativeGenerator, SpeculativeGenerator]:
 def test_reused_prefixes_give_the_cold_output_and_prefill_only_the_tail(kind):
     cold, cached = pair(kind)
     chunk = PREFILL_CHUNK if kind == "bf16" else 1  # an invariant target reuses whole prefill chunks
-    assert cached.invariant == (kind == "bf16")
+    assert cached.models.invariant == (kind == "bf16")
     T = 200 if kind == "bf16" else 40
     prompt = random_prompts(1, 64, seed=5, min_len=T, max_len=T)[0]
     versions = [prompt, edited(prompt, T - 7, 7), prompt + [9, 10, 11], edited(prompt, T // 2, 8), prompt]
