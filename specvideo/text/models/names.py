@@ -18,9 +18,8 @@ from specvideo.text.models.precision import dtype_name, model_type, resolve_dtyp
 QWEN_CODER_FILES = ("qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
 NAMED = ("smollm2", "qwen-coder")
 QWEN_CODER_HEAD = "qwen-coder-head"  # under models/: the draft head on the 1.5B's features
-# on the code pair's tuning split (docs/history/benchmarks.md "Text, code pair: tuning split") the head behind
-# prompt lookup led fill-in-the-middle (2.04x generate() against the 0.5B draft's 1.81x) and trailed
-# chat (1.15x against 1.28x): 1.53x against 1.52x over both, and no second model in memory
+# the code pair's drafter: the head behind prompt lookup, the pick of its tuning split (no second
+# model in memory; docs/history/benchmarks.md "Text, code pair: tuning split")
 QWEN_CODER_DRAFTER = "head-hybrid"
 
 

@@ -3,10 +3,10 @@ verifier that checks them in one masked forward (``verify``). Its rows of the dr
 (``DRAFTERS``, plain data) join ``specvideo.text.drafting.catalog``; nothing in the core, the cache
 contract or the generator names trees.
 
-On this project's CPUs trees lose (docs/history/benchmarks.md: 1.04-1.06x greedy, 0.68-0.84x
-sampled): the target's masked forward over n nodes costs what n tokens cost, and the bf16 and GGUF
+A tree's masked forward over n nodes costs what n tokens cost on a CPU, and the bf16 and GGUF
 targets' invariant runners cannot compute it as their 1-token steps do, so a tree drafter loads
-float32 under dtype "auto" and refuses an invariant target."""
+float32 under dtype "auto" and refuses an invariant target (docs/history/benchmarks.md has the
+runs that compared trees with chains)."""
 
 from __future__ import annotations
 
