@@ -69,6 +69,11 @@ class RowBook:
         """Row b's prompt and output: the tokens a drafter's context re-syncs to."""
         return self.requests[b].prompt_ids + self.outputs[b]
 
+    def tail(self, b: int, start: int) -> list[int]:
+        """``history(b)[start:]`` without building the whole history (a drafter's per-round re-sync)."""
+        prompt = self.requests[b].prompt_ids
+        return self.outputs[b][start - len(prompt) :] if start >= len(prompt) else prompt[start:] + self.outputs[b]
+
     @property
     def finished(self) -> bool:
         return not bool(self.active.any())

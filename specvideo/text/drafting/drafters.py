@@ -46,6 +46,7 @@ class ModelDrafter(Drafter):
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         self.state = CausalLMState(self.model, self.feedable(input_ids), attention_mask)
         self.seen = unpadded_rows(input_ids, attention_mask)  # (B lists) what each row's cache holds or queues
+        self.synced = [len(seen) for seen in self.seen]  # (B,) how much of each history ``seen`` has in common
 
     def feedable(self, tokens: torch.Tensor) -> torch.Tensor:
         return tokens.masked_fill(tokens >= self._own, 0) if self._own < (self.vocab_size or 0) else tokens
@@ -84,16 +85,20 @@ class ModelDrafter(Drafter):
 
     def sync(self) -> None:
         """Bring every generating row's cache to its history: keep the common prefix of what it
-        has seen and the history, queue the rest (left-padded: every row's last column is real)."""
+        has seen and the history, queue the rest (left-padded: every row's last column is real).
+        A history only grows, so the prefix synced last is common and the comparison starts there."""
         rows = self.rows
         on = rows.active.tolist()
         keep, new = [], []
         for b, seen in enumerate(self.seen):
-            history = rows.history(b) if on[b] else seen
-            n = common_prefix(seen, history)
+            start = self.synced[b] if on[b] else len(seen)
+            tail = rows.tail(b, start) if on[b] else []  # history[start:]
+            n = start + common_prefix(seen[start:], tail)
             keep.append(n)
-            new.append(history[n:])
-            self.seen[b] = list(history)
+            new.append(tail[n - start :])
+            del seen[n:]
+            seen.extend(new[-1])
+            self.synced[b] = len(seen)
         self.state.truncate(torch.tensor(keep))
         width = max(len(t) for t in new)
         if width:
@@ -116,10 +121,12 @@ class ModelDrafter(Drafter):
         row.prefill()
         self.state.admit(row)
         self.seen += unpadded_rows(input_ids, attention_mask)
+        self.synced.append(len(self.seen[-1]))
 
     def compact(self, kept: list[int]) -> None:
         self.state.compact()
         self.seen = [self.seen[b] for b in kept]
+        self.synced = [self.synced[b] for b in kept]
 
 
 class HybridDrafter(Drafter):

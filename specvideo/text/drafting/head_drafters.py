@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from specvideo.core.types import Draft
-from specvideo.text.drafting.base import Drafter, common_prefix, no_draft
+from specvideo.text.drafting.base import Drafter, no_draft
 from specvideo.text.runtime.state import CausalLMState
 
 
@@ -57,20 +57,20 @@ class HeadDrafter(Drafter):
         goes in, each token x_j with the target's feature f_{j-1}. False before the target has run."""
         if self.target.past_features is None:
             return False
-        history = self.verifier.rows.history(0)
-        n = common_prefix(self.seen, history)
+        n = len(self.seen)  # what it synced last: a prefix of the history, which only grows
+        new = self.verifier.rows.tail(0, n)  # the history past it
         if self.state is not None:
-            self.state.truncate(torch.tensor([n]))
-        features = self.head.fused(self.target.past_features[max(n - 1, 0) : len(history) - 1])  # (m, d)
+            self.state.truncate(torch.tensor([n]))  # its own drafts go
+        features = self.head.fused(self.target.past_features[max(n - 1, 0) : n + len(new) - 1])  # (m, d)
         if n == 0:  # the first token has no feature before it: zeros, as in training
             features = torch.cat([torch.zeros_like(features[:1]), features])
-        tokens = torch.tensor([history[n:]], device=self.device)  # (1, m)
+        tokens = torch.tensor([new], device=self.device)  # (1, m)
         if self.state is None:
             self.state = CausalLMState(self.head, tokens, torch.ones_like(tokens), features=features[None])
             self.state.keep_hidden = True
         else:
             self.state.push(tokens, features=features[None])
-        self.seen = list(history)
+        self.seen.extend(new)
         return True
 
     def _root_logits(self, k: int) -> torch.Tensor | None:
