@@ -69,6 +69,10 @@ class RowBook:
         """Row b's prompt and output: the tokens a drafter's context re-syncs to."""
         return self.requests[b].prompt_ids + self.outputs[b]
 
+    def length(self, b: int) -> int:
+        """``len(history(b))``, without building it."""
+        return len(self.requests[b].prompt_ids) + len(self.outputs[b])
+
     def tail(self, b: int, start: int) -> list[int]:
         """``history(b)[start:]`` without building the whole history (a drafter's per-round re-sync)."""
         prompt = self.requests[b].prompt_ids
@@ -87,7 +91,7 @@ class RowBook:
         """Keep k + 1 tokens within the budget of the row furthest from done and within the context."""
         rows = [b for b, on in enumerate(self.active.tolist()) if on]
         budget = max(self.requests[b].max_new_tokens - len(self.outputs[b]) for b in rows) - 1
-        room = min(context_length - len(self.history(b)) for b in rows)
+        room = min(context_length - self.length(b) for b in rows)
         return max(0, min(budget, room))
 
     def admit(self, request: RowRequest) -> int:

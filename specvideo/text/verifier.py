@@ -85,7 +85,7 @@ class TargetVerifier:
 
     def keep_accepted(self) -> None:
         """Truncate the target's cache to each row's history but its last token (the next to feed)."""
-        self.state.truncate(torch.tensor([len(self.rows.history(b)) - 1 for b in range(len(self.rows))]))
+        self.state.truncate(torch.tensor([self.rows.length(b) - 1 for b in range(len(self.rows))]))
 
     def finish(self, rows: list[int]) -> None:
         """End these rows now (a client went away, a stop string the caller matched): they leave

@@ -85,4 +85,5 @@ def test_a_lookup_reads_the_book_and_stops_for_finished_rows():
     rows.finish([1])
     draft = lookup.propose(2, None)
     assert draft.lengths.tolist() == [2, 0] and draft.items[0].tolist() == [1, 2]
+    assert rows.length(0) == len(rows.history(0)) == 6
     assert [rows.tail(0, start) for start in (0, 3, 5, 6, 7)] == [rows.history(0)[start:] for start in (0, 3, 5, 6, 7)]
