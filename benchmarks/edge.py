@@ -15,12 +15,20 @@ Per mode and delay: tokens per second at the client (tokens over wall time, the 
 [min-max] of the per-repeat totals), the server's target forwards per generated token (plain
 decoding is 1.0), bytes sent and received per token, the mean k, and whether every edge text equals
 the server's own answer.
+
+With ``load`` > 0, that many other users (threads streaming the server's own answers to the tuning
+split's prompts, back to back) keep the server's batch busy meanwhile: per mode, their tokens per
+second (each of their requests' tokens spread evenly over its time, the part inside the mode's
+windows, over their time) and the server's
+target forwards per second and per token delivered to everyone (its /metrics
+``specvideo_target_forwards`` over the mode's windows): what a client's rounds cost the others.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -44,6 +52,7 @@ class BenchEdgeConfig:
     temperature: float = 0.0
     seed: int = 0
     prompts: str | None = None  # a JSON Lines file of prompts instead of the workload's split
+    load: int = 0  # other users streaming the server's own answers meanwhile
 
     def __post_init__(self) -> None:
         if self.workload not in ("chat", "code"):
@@ -63,6 +72,8 @@ class Row:
     ks: list[float] = field(default_factory=list)
     equal: list[bool] = field(default_factory=list)
     totals: list[float] = field(default_factory=list)  # per repeat: all prompts' tokens over their time
+    windows: list[tuple[float, float, float]] = field(default_factory=list)  # (start, end, server forwards) per request
+    load: Load | None = None  # the other users meanwhile
 
     def summary(self) -> dict:
         rates = [t / s for t, s in zip(self.tokens, self.seconds) if s]
@@ -74,7 +85,53 @@ class Row:
             "bytes_per_token": sum(self.bytes) / tokens if tokens else None,
             "mean_k": statistics.mean(self.ks) if self.ks else None,
             "equal": f"{sum(self.equal)}/{len(self.equal)}" if self.equal else "-",
+            **(self.load.during(self.windows, tokens) if self.load is not None and self.windows else {}),
         }
+
+
+class Load:
+    """``users`` threads streaming the server's own answers back to back (other users of the server),
+    each request kept as (start, end, tokens)."""
+
+    def __init__(self, config: BenchEdgeConfig, users: int):
+        self.config, self.ended, self.stop = config, [], threading.Event()
+        prompts = code_prompts("tuning", 8) if config.workload == "code" else chat_prompts("tuning", 8)
+        self.threads = [threading.Thread(target=self._user, args=(prompts[i::users] or prompts,), daemon=True) for i in range(users)]
+        for thread in self.threads:
+            thread.start()
+
+    def _user(self, prompts) -> None:
+        with httpx.Client(timeout=600) as http:
+            while not self.stop.is_set():
+                for prompt in prompts:
+                    start = time.perf_counter()
+                    tokens = server_stream(http, self.config, prompt, 0.0)[1]
+                    self.ended.append((start, time.perf_counter(), tokens))
+                    if self.stop.is_set():
+                        return
+
+    def during(self, windows: list[tuple[float, float, float]], mine: int) -> dict:
+        """The others' tokens per second over ``windows`` (start, end, server forwards), and the
+        server's forwards per second and per token delivered (``mine`` the measured user's)."""
+        seconds = sum(end - start for start, end, _ in windows)
+        theirs = sum(
+            n * max(0.0, min(end, e) - max(start, s)) / max(e - s, 1e-9) for s, e, n in self.ended for start, end, _ in windows
+        )
+        forwards = sum(f for _, _, f in windows)
+        return {"others_per_s": theirs / seconds, "forwards_per_s": forwards / seconds, "forwards_per_token": forwards / (mine + theirs)}
+
+    def close(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join()
+
+
+def forwards(http: httpx.Client, url: str) -> float:
+    """The server's target forwards so far (its /metrics)."""
+    for line in http.get(url + "/metrics").text.splitlines():
+        if line.startswith("specvideo_target_forwards_total"):
+            return float(line.split()[-1])
+    raise ValueError("the server's /metrics has no specvideo_target_forwards (an older server)")
 
 
 def settings(config: BenchEdgeConfig) -> dict:
@@ -118,13 +175,18 @@ def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
         prompts = code_prompts(config.split, config.num_prompts)
     drafter, tokenizer = local_drafter(config.local_draft, dtype=config.local_dtype)
     http = httpx.Client(timeout=600)
+    load = Load(config, config.load) if config.load else None
     rows = []
     for delay_ms in config.delays_ms:
         edge, own = Row("edge", delay_ms), Row("server", delay_ms)
         for _ in range(config.repeats):
             totals = {"edge": [0, 0.0], "server": [0, 0.0]}
             for prompt in prompts:
+                start, before = time.perf_counter(), forwards(http, config.url) if load else 0.0
                 text, tokens, seconds, calls, size = server_stream(http, config, prompt, delay_ms / 1e3)
+                if load:
+                    own.windows.append((start, time.perf_counter(), forwards(http, config.url) - before))
+                    start, before = time.perf_counter(), forwards(http, config.url)
                 own.tokens.append(tokens), own.seconds.append(seconds), own.calls.append(calls), own.bytes.append(size)
                 totals["server"][0] += tokens
                 totals["server"][1] += seconds
@@ -132,6 +194,8 @@ def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
                 chat = [{"role": "user", "content": prompt.text}] if prompt.chat else None
                 mine = "".join(client.stream(prompt=None if chat else prompt.text, messages=chat, **settings(config)))
                 client.close()
+                if load:
+                    edge.windows.append((start, time.perf_counter(), forwards(http, config.url) - before))
                 s = client.stats
                 edge.tokens.append(s.tokens), edge.seconds.append(s.wall_s), edge.calls.append(s.target_calls)
                 edge.bytes.append(s.bytes_sent + s.bytes_received), edge.ks.append(statistics.mean(s.ks) if s.ks else 0)
@@ -144,13 +208,19 @@ def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
         rows += [own, edge]
         progress(f"delay {delay_ms:g} ms: " + "; ".join(f"{r.mode} {r.summary()['tokens_per_s']:.1f} tok/s" for r in (own, edge)))
     http.close()
+    for row in rows:
+        row.load = load
+    if load:
+        load.close()
     return rows
 
 
 def to_markdown(rows: list[Row]) -> list[str]:
+    loaded = any(r.load for r in rows)
     lines = [
-        "| round trip added | mode | tok/s at the client (median) [min-max of repeats] | vs server | target forwards / token | bytes / token | mean k | text = server's |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| round trip added | mode | tok/s at the client (median) [min-max of repeats] | vs server | target forwards / token | bytes / token | mean k | text = server's |"
+        + (" others' tok/s | server forwards / s | forwards / token delivered |" if loaded else ""),
+        "|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if loaded else ""),
     ]
     server = {r.delay_ms: r.summary() for r in rows if r.mode == "server"}
     for row in rows:
@@ -161,5 +231,6 @@ def to_markdown(rows: list[Row]) -> list[str]:
         lines.append(
             f"| {row.delay_ms:g} ms | {row.mode} | {s['tokens_per_s']:.1f} [{s['spread'][0]:.1f}-{s['spread'][1]:.1f}] | {ratio} | "
             f"{s['calls_per_token']:.2f} | {s['bytes_per_token']:.0f} | {mean_k} | {s['equal']} |"
+            + (f" {s['others_per_s']:.1f} | {s['forwards_per_s']:.1f} | {s['forwards_per_token']:.2f} |" if loaded else "")
         )
     return lines

@@ -30,6 +30,7 @@ def add(kinds) -> None:
     b.add_argument("--temperature", type=float, default=d.temperature)
     b.add_argument("--seed", type=int, default=d.seed)
     b.add_argument("--prompts", metavar="FILE.jsonl", help='prompts instead of the split: {"prompt": "...", "chat": true} a line')
+    b.add_argument("--load", type=int, default=d.load, help="other users streaming the server's own answers meanwhile")
     b.add_argument("--label", default="", help="the report section's name after the heading")
     add_report(b, "docs/history/benchmarks.md", "edge")
     b.set_defaults(run=run)
@@ -44,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         url=args.url, model=args.model, workload=args.workload, split=args.split, num_prompts=args.num_prompts,
         max_tokens=args.max_tokens, delays_ms=delays, repeats=args.repeats, local_draft=args.local_draft,
         temperature=args.temperature, seed=args.seed, prompts=args.prompts, local_dtype=args.local_dtype,
+        load=args.load,
     )
     rows = run_benchmark(config, progress=lambda line: print(line, file=sys.stderr))
     lines = to_markdown(rows)
@@ -56,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         argv += ["--local-dtype", config.local_dtype] if config.local_dtype != "auto" else []
         argv += ["--temperature", str(config.temperature), "--seed", str(config.seed)] if config.temperature > 0 else []
         argv += ["--prompts", config.prompts] if config.prompts else []
+        argv += ["--load", str(config.load)] if config.load else []
         argv += ["--label", args.label] if args.label else []
         write_section(args.report, heading, shlex.join(argv), lines)
     return 0

@@ -175,10 +175,12 @@ class Engine:
         self.batches.append(widest)  # kept current as rows join: a client may read it once answered
         self.round_ms, last = None, time.monotonic()
         try:
-            for _ in run.steps():
+            for step in run.steps():
+                self._turns_back(run, step)  # a /v1/verify round's row leaves after its round
                 now = time.monotonic()
                 ms = 1e3 * (now - last)  # this round's wall time (the joins before it excluded)
                 self.round_ms = ms if self.round_ms is None else 0.8 * self.round_ms + 0.2 * ms
+                self.metrics.target_forwards.inc()
                 self.rows_running = run.size
                 self.metrics.batch_width.observe(run.size)
                 self._report_rows(run)
@@ -207,8 +209,8 @@ class Engine:
         """A run that more rows join, started with ``job`` (None: nothing to run; the job was answered)."""
         if job.cancelled.is_set():
             return None
-        if job.call is not None:
-            self._call(job)
+        if job.turn is not None:
+            self._turn(job)
             return None
         if job.max_tokens == 0:  # a warm-up: prefill into the prompt cache, nothing to generate
             self._warm(job)
@@ -227,9 +229,8 @@ class Engine:
         at this boundary; returns 1 when it joined."""
         if job.cancelled.is_set():
             return 0
-        if job.call is not None:
-            self._call(job)
-            return 0
+        if job.turn is not None:
+            return self._turn(job, run)
         if job.max_tokens == 0:
             self._warm(job)
             return 0
@@ -248,7 +249,7 @@ class Engine:
         """Send every running row's new text (``JobRow.update``)."""
         speculative = _speculative(run.stats, run.size)
         for b, row in enumerate(run.tags):
-            if row is None or row.done:
+            if row is None or row.job.turn is not None or row.done:
                 continue
             out = run.row_output(b)
             self._update(row, out.token_ids, end or out.finished, out.eos, speculative)
@@ -261,14 +262,32 @@ class Engine:
             text = text.rstrip("\ufffd")  # a multi-byte character still arriving
         row.update(text, final, eos, len(tokens), speculative)
 
-    def _call(self, job: Job) -> None:
-        """A job that is a call on the worker (a /v1/verify round), between rounds of the batch."""
+    def _turn(self, job: Job, run=None) -> int:
+        """A /v1/verify round: its session's row joins ``run`` for the next round when it can (its
+        answer then comes with ``_turns_back``), else the round runs now, alone; returns 1 when it joined."""
+        turn = job.turn
         try:
-            job.events.put(Answered(job.call(self.generator)))
+            turn.open(self.generator)
+            if run is not None and turn.joinable(run):
+                turn.join(run)
+                return 1
+            job.events.put(Answered(turn.alone(self.generator)))
+            self.metrics.target_forwards.inc()
         except APIError as err:
             job.events.put(Failed(err))
         except Exception as err:  # noqa: BLE001 - the client gets an answer
             job.events.put(Failed(_failure(err)))
+        return 0
+
+    def _turns_back(self, run, step) -> None:
+        """Every /v1/verify row of ``run`` leaves it after its round, its job answered."""
+        for b, tag in enumerate(run.tags):
+            if tag is None or tag.job.turn is None or not tag.session.row.away or tag.session.row.away[0] != b:
+                continue
+            try:
+                tag.job.events.put(Answered(tag.back(run, step, self.generator)))
+            except Exception as err:  # noqa: BLE001 - the client gets an answer
+                tag.job.events.put(Failed(_failure(err)))
 
     def _warm(self, job: Job) -> None:
         """A request for no tokens: prefill its prompt into the prompt cache (when it asks for the

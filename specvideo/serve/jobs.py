@@ -7,7 +7,6 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specvideo.serve.protocol import APIError, Usage
@@ -35,7 +34,7 @@ class Failed:
 
 @dataclass(frozen=True)
 class Answered:
-    """The answer of a job that is a call on the worker (a ``/v1/verify`` round): its JSON body."""
+    """The answer of a ``/v1/verify`` round (a job's ``turn``): its JSON body."""
 
     body: dict
     usage: Usage | None = None
@@ -54,9 +53,9 @@ class Job:
     # llama.cpp's t_max_predict_ms: once a line is complete, stop after this long since the first token
     max_predict_ms: float | None = None
     cache_prompt: bool = True  # llama.cpp's cache_prompt: false neither reuses nor keeps its prompt
-    # work for the worker thread instead of a row: call(generator) -> the answer's body, run between
-    # rounds as a joining row's prefill is (a /v1/verify round); an APIError it raises is the answer
-    call: Callable[[object], dict] | None = None
+    # a /v1/verify round instead of a row of its own (``specvideo.serve.verify.Turn``): taken between
+    # rounds, run alone or as a row of the running batch for one round; an APIError it raises is the answer
+    turn: object | None = None
     events: queue.Queue = field(default_factory=queue.Queue)
     cancelled: threading.Event = field(default_factory=threading.Event)
 

@@ -50,6 +50,9 @@ class ServeMetrics:
         self.batch_width = Histogram(
             "specvideo_batch_width", "rows of each continuous-batch round", buckets=WIDTH_BUCKETS, registry=r
         )
+        self.target_forwards = Counter(
+            "specvideo_target_forwards", "target forwards of rounds: the running batch's and /v1/verify rounds run alone", registry=r
+        )
         self.prompt_tokens = Counter("specvideo_prompt_tokens", "prompt tokens of finished requests", registry=r)
         self.generation_tokens = Counter("specvideo_generation_tokens", "tokens generated", registry=r)
         self.ttft = Histogram(

@@ -9,9 +9,12 @@ cache. Because a row's token at each position is a function of its seed, its pos
 target's logits alone (greedy, or the default Gumbel sampling rule), checking the draft by equality
 gives exactly the server's own answer to the same request (``specvideo.serve.verify_row``).
 
-Sessions live on the engine's worker thread (each round is a call there, between the rounds of the
-running batch, as a joining row's prefill is), expire after ``ttl_s`` unused or when their answer
-ends, and are bounded in number (the least recently used goes first); /metrics counts them.
+Sessions live on the engine's worker thread. A round (``Turn``) is taken there between the rounds of
+the running batch: a session's first round runs alone (its prompt's prefill, as a joining row's
+is); a later one joins the running batch as one of its rows, the client's tokens its draft, and
+leaves it after that round; with no batch running it runs alone. Sessions expire after ``ttl_s``
+unused or when their answer ends, and are bounded in number (the least recently used goes first);
+/metrics counts them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import secrets
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import partial
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -108,6 +110,9 @@ class Sessions:
         self.rounds = Counter("specvideo_verify_rounds", "/v1/verify rounds (one target forward each)", registry=registry)
         self.drafted = Counter("specvideo_verify_drafted_tokens", "client draft tokens checked", registry=registry)
         self.accepted = Counter("specvideo_verify_accepted_tokens", "client draft tokens accepted", registry=registry)
+        self.batched = Counter(
+            "specvideo_verify_rounds_batched", "/v1/verify rounds run as a row of the running batch", registry=registry
+        )
         self.expired = Counter("specvideo_verify_sessions_expired", "sessions dropped unused or past the bound", registry=registry)
         self.registry = registry
 
@@ -150,7 +155,8 @@ def add_verify_route(app: FastAPI, engine, ready, check_model, prompt_ids) -> Se
             budget = body.max_tokens if body.max_tokens is not None else min(512, room)
             if engine.max_tokens is not None:
                 budget = min(budget, engine.max_tokens)
-        job = Job(ids or [], budget or 0, 0.0, 1.0, call=partial(verify_round, sessions, body, ids, budget))
+        job = Job(ids or [], budget or 0, 0.0, 1.0)
+        job.turn = Turn(sessions, body, ids, budget, job)
         trace = submit(engine, job, request, new_id("verify"))
         async for event in job_events(job, request, trace):
             if isinstance(event, Failed):
@@ -162,48 +168,84 @@ def add_verify_route(app: FastAPI, engine, ready, check_model, prompt_ids) -> Se
     return sessions
 
 
-def verify_round(sessions: Sessions, body: VerifyRequest, ids: list[int] | None, budget: int | None, generator) -> dict:
-    """One round of ``body``'s session (opened from ``ids`` and ``budget`` when it has none), on the worker."""
-    now = time.monotonic()
-    sessions.expire(now)
-    vocab = generator.models.vocab_size
-    if any(not 0 <= t < vocab for t in body.draft):
-        raise APIError(400, f"draft token ids must be in [0, {vocab}) (this model's vocabulary)", param="draft")
-    session = sessions.get(body.session) if body.session else _open(sessions, body, ids, budget, generator)
-    _same_settings(session, body)
-    started = time.perf_counter()
-    checked = session.row.check(body.draft)
-    round_ms = 1e3 * (time.perf_counter() - started)
-    session.expires = now + sessions.ttl_s
-    session.rounds += 1
-    session.drafted += checked.checked
-    session.accepted += checked.accepted
-    sessions.rounds.inc()
-    sessions.drafted.inc(checked.checked)
-    sessions.accepted.inc(checked.accepted)
-    piece, finished, eos = _text(session, generator.tokenizer, checked)
-    if finished:
-        sessions.open.pop(session.id, None)
-        session.row.end()
-    outputs = session.row.outputs
-    answer = {
-        "session": session.id,
-        "accepted": checked.accepted,
-        "checked": checked.checked,
-        "tokens": checked.tokens,  # the accepted draft tokens, then the target's own
-        "text": piece,  # the answer's new text (held back while it may be the start of a stop string)
-        "finished": finished,
-        "finish_reason": ("stop" if eos else "length") if finished else None,
-        "position": len(outputs),
-        "seed": session.settings["seed"],
-        "usage": {
-            "prompt_tokens": len(session.prompt_ids), "completion_tokens": len(outputs),
-            "target_calls": session.row.target_calls, "rounds": session.rounds, "round_ms": round_ms,
-        },
-    }
-    if session.rounds == 1:
-        answer["prompt_ids"] = session.prompt_ids  # for a client that drafts from the prompt without a tokenizer
-    return answer
+@dataclass
+class Turn:
+    """One ``/v1/verify`` round of ``body``'s session (opened from ``ids`` and ``budget`` when it has
+    none), on the engine's worker: ``open`` it, then run it ``alone``, or ``join`` the running batch
+    and come ``back`` after its round. An ``APIError`` is the answer."""
+
+    sessions: Sessions
+    body: VerifyRequest
+    ids: list[int] | None
+    budget: int | None
+    job: Job
+    session: Session | None = None
+    started: float = 0.0
+
+    def open(self, generator) -> None:
+        """Check the draft, find or open the session, check its settings."""
+        sessions, body = self.sessions, self.body
+        sessions.expire(time.monotonic())
+        vocab = generator.models.vocab_size
+        if any(not 0 <= t < vocab for t in body.draft):
+            raise APIError(400, f"draft token ids must be in [0, {vocab}) (this model's vocabulary)", param="draft")
+        self.session = sessions.get(body.session) if body.session else _open(sessions, body, self.ids, self.budget, generator)
+        _same_settings(self.session, body)
+        self.started = time.perf_counter()
+
+    def joinable(self, run) -> bool:
+        """The session's row can join ``run`` (after its first round, on the same target)."""
+        row = self.session.row
+        return row.joinable and row.run.verifier.state.model is run.verifier.state.model
+
+    def alone(self, generator) -> dict:
+        """The round as a run of its own row."""
+        return self.answer(self.session.row.check(self.body.draft), generator, rows=1)
+
+    def join(self, run) -> None:
+        """The session's row joins ``run`` (between its rounds), the draft its next round's."""
+        self.session.row.join(run, self.body.draft, tag=self)
+
+    def back(self, run, step, generator) -> dict:
+        """The session's row leaves ``run`` after its round ``step``; the answer."""
+        self.sessions.batched.inc()
+        return self.answer(self.session.row.back(run, step), generator, rows=int(step.active.sum()))
+
+    def answer(self, checked, generator, rows: int) -> dict:
+        """The answer's body for a round of ``rows`` rows that gave ``checked``."""
+        sessions, session = self.sessions, self.session
+        round_ms = 1e3 * (time.perf_counter() - self.started)
+        session.expires = time.monotonic() + sessions.ttl_s
+        session.rounds += 1
+        session.drafted += checked.checked
+        session.accepted += checked.accepted
+        sessions.rounds.inc()
+        sessions.drafted.inc(checked.checked)
+        sessions.accepted.inc(checked.accepted)
+        piece, finished, eos = _text(session, generator.tokenizer, checked)
+        if finished:
+            sessions.open.pop(session.id, None)
+            session.row.end()
+        outputs = session.row.outputs
+        answer = {
+            "session": session.id,
+            "accepted": checked.accepted,
+            "checked": checked.checked,
+            "tokens": checked.tokens,  # the accepted draft tokens, then the target's own
+            "text": piece,  # the answer's new text (held back while it may be the start of a stop string)
+            "finished": finished,
+            "finish_reason": ("stop" if eos else "length") if finished else None,
+            "position": len(outputs),
+            "seed": session.settings["seed"],
+            "usage": {
+                "prompt_tokens": len(session.prompt_ids), "completion_tokens": len(outputs),
+                "target_calls": session.row.target_calls, "rounds": session.rounds, "round_ms": round_ms,
+                "batch_rows": rows,  # the rows the round's target forward checked (this one among them)
+            },
+        }
+        if session.rounds == 1:
+            answer["prompt_ids"] = session.prompt_ids  # for a client that drafts from the prompt without a tokenizer
+        return answer
 
 
 def _open(sessions: Sessions, body: VerifyRequest, ids: list[int], budget: int, generator) -> Session:

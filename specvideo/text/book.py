@@ -33,6 +33,17 @@ class RowRequest:
             raise ValueError(f"max_new_tokens must be an integer >= 0, got {n!r}")
 
 
+@dataclass
+class BookRow:
+    """One row as it leaves a book (``RowBook.take``) to join another (``RowBook.admit``'s ``resume``)."""
+
+    request: RowRequest
+    output: list[int]
+    generator: torch.Generator
+    tail: list[int]
+    active: bool
+
+
 class RowBook:
     """The rows of one run, numbered 0 .. B - 1 (``compact`` renumbers them).
 
@@ -94,14 +105,25 @@ class RowBook:
         room = min(context_length - self.length(b) for b in rows)
         return max(0, min(budget, room))
 
-    def admit(self, request: RowRequest) -> int:
-        """Add a row (numbered after the last); returns its number."""
-        self.requests.append(request)
-        self.outputs.append([])
-        self._tails.append([])
-        self.generators.append(torch.Generator().manual_seed(int(request.seed) % (1 << 63)))
-        self.active = torch.cat([self.active, torch.tensor([request.max_new_tokens > 0])])
+    def admit(self, request: RowRequest, resume: BookRow | None = None) -> int:
+        """Add a row (numbered after the last), or ``resume`` one another book gave up with its
+        output so far; returns its number."""
+        if resume is None:
+            generator = torch.Generator().manual_seed(int(request.seed) % (1 << 63))
+            resume = BookRow(request, [], generator, [], request.max_new_tokens > 0)
+        row = resume
+        self.requests.append(row.request)
+        self.outputs.append(row.output)
+        self._tails.append(row.tail)
+        self.generators.append(row.generator)
+        self.active = torch.cat([self.active, torch.tensor([row.active])])
         return len(self.requests) - 1
+
+    def take(self, b: int) -> BookRow:
+        """Row b as it stands, for another book to ``admit``; here it stops generating."""
+        row = BookRow(self.requests[b], self.outputs[b], self.generators[b], self._tails[b], bool(self.active[b]))
+        self.active[b] = False
+        return row
 
     def finish(self, rows: list[int]) -> None:
         self.active[rows] = False

@@ -11,7 +11,7 @@ import torch
 
 from specvideo.core.loop import speculate
 from specvideo.core.types import SpecStats, Step
-from specvideo.text.book import RowBook, RowRequest
+from specvideo.text.book import BookRow, RowBook, RowRequest
 from specvideo.text.drafting.catalog import spec_of
 from specvideo.text.drafting.drafters import NGramDrafter
 from specvideo.text.prompts import EncodedPrompt
@@ -39,6 +39,16 @@ class RowOutput:
     finished: bool  # the row generates no more
 
 
+@dataclass
+class Parked:
+    """A row taken out of a run between rounds (``Run.take``), to ``put`` into another run of the
+    same target: its book entry, its target state (batch 1; None once it finished) and its tag."""
+
+    book: BookRow
+    state: CausalLMState | None
+    tag: Any = None
+
+
 class Run:
     """One generation in progress, opened by ``SpeculativeGenerator.open``: rows that start together
     (a batch of prompts) and rows that join between rounds (``admit``, the server's continuous
@@ -56,13 +66,30 @@ class Run:
         self.packing = packing  # () -> the context the models' forwards run in
         self.cached_tokens = self.last_cached = cached_tokens  # prompt tokens reused from the prompt cache
         self.name, self.tags = name, list(tags)
+        self.given: dict[int, list[int]] = {}  # row -> the draft its next round checks instead of the drafter's
 
     @property
     def calls(self) -> int:
         return self.drafter.calls
 
     def propose(self, k: int, keep_drafting):
-        return self.drafter.propose(k, keep_drafting)
+        draft = self.drafter.propose(k, keep_drafting)
+        return self._give(draft) if self.given else draft
+
+    def _give(self, draft):
+        """The drafter's draft (B, k) with the rows of ``given`` replaced by their own tokens (cut to
+        what every row's budget and context allow), used once."""
+        given, self.given = self.given, {}
+        room = self.verifier.max_draft_length()
+        given = {b: tokens[:room] for b, tokens in given.items()}
+        width = max(draft.k, *(len(t) for t in given.values()))
+        items = torch.nn.functional.pad(draft.items, (0, width - draft.k))  # (B, width)
+        lengths = draft.lengths.clone()
+        for b, tokens in given.items():
+            items[b] = 0
+            items[b, : len(tokens)] = torch.tensor(tokens, dtype=items.dtype)
+            lengths[b] = len(tokens)
+        return type(draft)(items=items, lengths=lengths)
 
     def steps(self) -> Iterator[Step]:
         """Rounds until every row has finished (rows admitted meanwhile included)."""
@@ -70,6 +97,11 @@ class Run:
             for step in speculate(self, self.verifier, self.verifier.accept, self.schedule, self.stats):
                 self.stats.time_forward = self.verifier.forward_seconds  # the check's model part
                 yield step
+
+    def round(self) -> Step:
+        """One round of the rows generating now (``steps`` runs them all to the end)."""
+        with self.packing():
+            return next(speculate(self, self.verifier, self.verifier.accept, self.schedule, self.stats))
 
     def prefill(self) -> None:
         """Run the prompt's prefill now (a warm-up that generates nothing fills the prompt cache)."""
@@ -115,6 +147,38 @@ class Run:
             self.drafter.admit(seen, torch.ones_like(seen))
             verifier.admit(row)
         self.tags.append(tag)
+        return b
+
+    def take(self, b: int) -> Parked:
+        """Row b leaves the run between rounds with its cache (``Parked``), to be ``put`` back here
+        or into another run of the same target."""
+        state = self.verifier.state.split(b) if bool(self.rows.active[b]) else None
+        parked = Parked(self.rows.take(b), state, self.tags[b])
+        self.verifier.finish([])  # it leaves the target's cache and the drafter's
+        return parked
+
+    def put(self, parked: Parked, draft: list[int] | None = None) -> int:
+        """A ``take``n row joins before the next round, which checks ``draft`` for it instead of
+        the drafter's tokens; returns its row. A drafter keeping a model's state per row gives way
+        to prompt lookup (the row's history would be prefilled into it at every put)."""
+        if parked.state is None or parked.state.model is not self.verifier.state.model:
+            raise ValueError("only a generating row of this run's target joins it")
+        if not self.verifier.calls:
+            raise ValueError("a row is put into a run after its first round (its prompt's prefill)")
+        rows = self.rows
+        if not getattr(self.drafter, "reads_book", False):
+            self._swap(NGramDrafter(self.g.config.max_ngram, rows=rows, device=self.verifier.state.device))
+        kept = rows.compact()
+        self.verifier.compact(kept)
+        self.tags = [self.tags[b] for b in kept]
+        self.given = {kept.index(b): t for b, t in self.given.items() if b in kept}
+        b = rows.admit(parked.book.request, resume=parked.book)
+        seen = torch.tensor([rows.history(b)], device=self.verifier.state.device)
+        self.drafter.admit(seen, torch.ones_like(seen))
+        self.verifier.state.admit(parked.state)
+        self.tags.append(parked.tag)
+        if draft is not None:
+            self.given[b] = list(draft)
         return b
 
     def _swap(self, drafter) -> None:

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import uvicorn
@@ -18,6 +19,7 @@ from specvideo.serve import Engine, create_app
 from specvideo.serve.edge import EdgeClient, KChooser, LookupDrafter, ModelDrafter
 from specvideo.serve.verify import Sessions
 from specvideo.text import SpeculativeGenerator
+from specvideo.text import run as run_module
 from tests.conftest import free_port
 from tests.serve.test_server import Server, tiny_pair
 
@@ -180,6 +182,20 @@ def test_bench_edge_runs_both_modes_at_each_delay_and_reports(server, tmp_path, 
     assert "## Text: drafting on the client, verifying on the server" in report.read_text()
 
 
+def test_bench_edge_under_load_reports_what_the_rounds_cost_the_others(server, tmp_path, capsys):
+    from specvideo.cli import main
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "abcabcab"}\n')
+    argv = ["bench", "edge", "--url", server.url, "--model", "tiny", "--prompts", str(prompts), "--num-prompts", "1",
+            "--max-tokens", "8", "--delays-ms", "0", "--repeats", "1", "--workload", "code", "--load", "1", "--no-report"]
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "others' tok/s" in table and "forwards / token delivered" in table
+    for line in (row for row in table.splitlines() if row.startswith("| 0 ms")):
+        others, per_s, per_token = (float(x) for x in line.strip("| ").split(" | ")[-3:])
+        assert others > 0 and per_s > 0 and 0 < per_token <= 1.0, line
+
 
 def test_a_drafter_that_knows_the_answer_gets_k_plus_one_tokens_a_round(server):
     gen = server.engine.generator
@@ -204,3 +220,37 @@ def test_a_stop_string_ends_the_answer_where_the_servers_own_ends(server):
     client = EdgeClient(server.url, "tiny", LookupDrafter())
     text = "".join(client.stream(prompt=PROMPT, max_tokens=24, temperature=0, stop=[stop]))
     assert text == expected.choices[0].text == whole[: whole.index(stop)] and stop not in text
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=["greedy", "seeded"])
+def test_verify_rounds_join_the_running_batch_and_answer_as_alone(monkeypatch, settings):
+    """While a long request decodes, a session's rounds after its first run as rows of that batch
+    (the client's tokens their draft): both texts are what they are alone, and /metrics counts the
+    batched rounds."""
+    original = run_module.Run.steps
+
+    def slow_steps(self):  # every round of the batch 30 ms longer: room for the session's rounds to join
+        for step in original(self):
+            time.sleep(0.03)
+            yield step
+
+    monkeypatch.setattr(run_module.Run, "steps", slow_steps)
+    s = Server(tiny_pair(fim=False), api_key=None, max_batch=4)
+    try:
+        tok = s.engine.generator.tokenizer
+        answer = own_answer(s, **settings)
+        long = {"prompt": "def quicksort(arr):", "max_tokens": 60, "temperature": 0, "extra_body": {"stop": None}}
+        alone = s.client.completions.create(model="tiny", **long).choices[0].text
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(lambda: s.client.completions.create(model="tiny", **long).choices[0].text)
+            time.sleep(0.1)  # the long one is decoding when the session starts
+            client = EdgeClient(s.url, "tiny", LookupDrafter(), tokenizer=tok)
+            text = "".join(client.stream(prompt=PROMPT, **settings))
+            assert running.result() == alone
+        assert text == answer
+        with urllib.request.urlopen(s.url + "/metrics") as r:
+            series = r.read().decode()
+        batched = float(next(line.split()[-1] for line in series.splitlines() if line.startswith("specvideo_verify_rounds_batched_total")))
+        assert batched >= 3, series
+    finally:
+        s.stop()

@@ -242,7 +242,7 @@ def test_a_model_drafter_draws_with_the_noise_of_the_positions_the_target_checks
     target = tiny_llama(VOCAB, seed=0, logit_scale=4.0)
     gen = SpeculativeGenerator.from_models(target, draft=perturbed_copy(target, noise=0.0), drafter="model", num_draft_tokens=3)
     reqs = requests()
-    run = gen.open_rows(RowRequest(reqs[1].prompt_ids, 24, HOT, seed=7), tag=0)
+    run = gen.open_rows(RowRequest(reqs[1].prompt_ids, 24, HOT, seed=11), tag=0)
     for r, _ in enumerate(run.steps()):
         if r == 0:
             run.admit(RowRequest(reqs[3].prompt_ids, 24, HOT, seed=8), tag=1)
@@ -254,3 +254,43 @@ def test_prefill_readies_one_row_only():
     ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
     with pytest.raises(ValueError, match="one row to join a batch, got a batch of 2"):
         CausalLMState(model, ids, torch.ones_like(ids)).prefill()
+
+
+@pytest.mark.parametrize("drafter,lean", [("ngram", False), ("ngram", True), ("model", False), ("lean", True)])
+def test_a_row_moved_between_runs_mid_answer_decodes_what_it_decodes_alone(drafter, lean):
+    """A row taken out of its run after a round and put into another run (checking drafts given
+    for it, right and wrong ones) and back again keeps its cache, output and noise: its text is
+    its text alone, and the host row's is unchanged."""
+    gen = generator(drafter, lean)
+    reqs = requests()
+    host_req, guest_req = RowRequest(reqs[2].prompt_ids, 30), RowRequest(reqs[1].prompt_ids, 24, HOT, seed=11)
+    alone = {name: decode(gen, r)[0] for name, r in (("host", host_req), ("guest", guest_req))}
+    host, home = gen.open_rows(host_req, tag="host"), gen.open_rows(guest_req, tag="guest")
+    home.round(), host.round()
+    moved, guest = 0, None
+    for r in range(40):
+        parked = home.take(0)
+        if parked.state is None:  # it ended at home
+            guest = parked.book.output
+            break
+        done = len(parked.book.output)
+        good = alone["guest"][done : done + 3]
+        draft = good[:2] + [(good[2] + 1) % VOCAB] if len(good) == 3 and r % 2 else good
+        if not host.size:  # the host ended: the guest goes on at home
+            home.put(parked)
+            home.round()
+            continue
+        b = host.put(parked, draft)
+        host.round()
+        moved += 1
+        back = host.take(b)
+        if back.state is None:  # it ended in the host's round
+            guest = back.book.output
+            break
+        home.put(back)
+        if r % 3 == 0:
+            home.round()  # a round at home, drafting by its own drafter
+    while host.size:
+        host.round()
+    assert guest == alone["guest"] and moved >= 3
+    assert host.rows.outputs[0] == alone["host"]

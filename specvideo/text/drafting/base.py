@@ -19,6 +19,7 @@ class Drafter:
 
     calls = 0
     batched = True  # follows rows joining and leaving a running batch (else a batch swaps it out)
+    reads_book = False  # keeps nothing per row but what ``admit`` counts (a row may join mid-answer)
 
     def start(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> None:
         """A new batch of prompts: input_ids (B, T) left-padded, attention_mask (B, T)."""

@@ -186,6 +186,8 @@ class NGramDrafter(Drafter):
     join, leave or are renumbered need nothing from here.
     """
 
+    reads_book = True
+
     def __init__(self, max_ngram: int, min_ngram: int = 1, *, rows, device: torch.device | None = None):
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError(f"need 1 <= min_ngram <= max_ngram, got {min_ngram}, {max_ngram}")
@@ -218,6 +220,8 @@ class NGramDrafter(Drafter):
 
 class NullDrafter(Drafter):
     """Proposes nothing: the loop degenerates to plain target-only decoding (our baseline)."""
+
+    reads_book = True
 
     def propose(self, k: int, keep_drafting: Callable[[torch.Tensor], bool] | None) -> Draft:
         return no_draft(self.batch_size, self.device)

@@ -34,6 +34,8 @@ class SlotCache(Protocol):
 
     def select_rows(self, rows: torch.Tensor) -> None: ...  # keep these batch rows (B',)
 
+    def row(self, i: int) -> SlotCache: ...  # a batch-1 copy of row i (this cache unchanged)
+
     def admit(self, other: SlotCache, other_rows: int) -> None: ...  # append other's rows
 
     def gather_slots(self, order: torch.Tensor) -> None: ...  # row b's slots become order[b] (B, W)
@@ -73,6 +75,12 @@ class DynamicSlots:
 
     def select_rows(self, rows: torch.Tensor) -> None:
         self.native.batch_select_indices(rows)
+
+    def row(self, i: int) -> DynamicSlots:
+        copy = DynamicSlots()
+        for n, layer in enumerate(self.layers):
+            copy.native.update(layer.keys[i : i + 1].clone(), layer.values[i : i + 1].clone(), n)
+        return copy
 
     def admit(self, other: DynamicSlots, other_rows: int) -> None:
         """Both sides keep their slots from slot 0; the shorter is padded with zero slots (holes

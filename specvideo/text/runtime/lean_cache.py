@@ -47,6 +47,12 @@ class LeanCache:
         """Keep only these batch rows (finished rows leave the batch)."""
         self.kv = self.kv[:, :, rows]
 
+    def row(self, i: int) -> LeanCache:
+        """A batch-1 copy of row i (this cache unchanged)."""
+        copy = object.__new__(LeanCache)
+        copy.kv, copy.length, copy.by_position, copy.native = self.kv[:, :, i : i + 1].clone(), self.length, self.by_position, copy
+        return copy
+
     def admit(self, other: LeanCache, other_rows: int) -> None:
         """Append ``other``'s batch rows (``other_rows`` of them: its buffer says so too); both keep
         their slots from slot 0 (the shorter side's extra slots are holes the caller masks)."""

@@ -5,6 +5,8 @@ cache does the moving (``kv_cache``)."""
 
 from __future__ import annotations
 
+import copy
+
 import torch
 import torch.nn.functional as F
 
@@ -72,6 +74,23 @@ class BatchRows:
         self.batch_size += other.batch_size
         self.full = bool(self.mask.all()) and bool(self.pending_valid.all())
         self.hidden = None
+
+    def split(self, b: int) -> BatchRows:
+        """A batch-1 copy of row b (its cache, pending tokens and no holes), for another batch to
+        ``admit``; this batch is unchanged (``retire`` drops the row here)."""
+        i = int((self.live == b).nonzero()[0, 0])
+        if self._prefill or self.pending_features is not None:
+            raise ValueError("a row leaves a batch between rounds, after its prefill and without pending features")
+        row = copy.copy(self)
+        valid = self.pending_valid[i]
+        row.cache, row.mask, row.num_tokens = self.cache.row(i), self.mask[i : i + 1], self.num_tokens[i : i + 1]
+        row.pending, row.pending_valid = self.pending[i : i + 1, valid], self.pending_valid[i : i + 1, valid]
+        row.live, row.batch_size, row.hidden = torch.zeros(1, dtype=torch.long, device=self.device), 1, None
+        row._crop_unused(0)
+        if not bool(row.mask.all()):
+            row._repack()
+        row.full = True
+        return row
 
     def compact(self) -> torch.Tensor:
         """Number the rows still in the batch 0 .. B' - 1 (retired rows leave the callers' numbering
