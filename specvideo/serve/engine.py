@@ -69,6 +69,7 @@ class Engine:
         self.batch_seconds = 1.0  # running mean wall time of a request (Retry-After)
         self.round_ms = None  # running mean wall time of a continuous batch's round
         self.rows_running = 0  # rows of the running batch (0 between batches)
+        self.costs = RoundCosts()
         self.metrics = ServeMetrics(queue_depth=self.queue.qsize, batch_rows=lambda: self.rows_running)
         if generator is not None:
             self.attach(generator)
@@ -176,10 +177,11 @@ class Engine:
         self.round_ms, last = None, time.monotonic()
         try:
             for step in run.steps():
-                self._turns_back(run, step)  # a /v1/verify round's row leaves after its round
                 now = time.monotonic()
                 ms = 1e3 * (now - last)  # this round's wall time (the joins before it excluded)
                 self.round_ms = ms if self.round_ms is None else 0.8 * self.round_ms + 0.2 * ms
+                self.costs.round(int(step.active.sum()), ms)
+                self._turns_back(run, step)  # a /v1/verify round's row leaves after its round
                 self.metrics.target_forwards.inc()
                 self.rows_running = run.size
                 self.metrics.batch_width.observe(run.size)
@@ -268,11 +270,14 @@ class Engine:
         turn = job.turn
         try:
             turn.open(self.generator)
-            if run is not None and turn.joinable(run):
+            if run is not None and turn.joinable(run) and self.costs.join_pays(run.size):
                 turn.join(run)
                 return 1
+            first, started = turn.session.rounds == 0, time.monotonic()
             job.events.put(Answered(turn.alone(self.generator)))
             self.metrics.target_forwards.inc()
+            if not first:  # a first round holds the prompt's prefill
+                self.costs.alone(1e3 * (time.monotonic() - started))
         except APIError as err:
             job.events.put(Failed(err))
         except Exception as err:  # noqa: BLE001 - the client gets an answer
@@ -305,6 +310,35 @@ class Engine:
             job.events.put(Failed(_failure(err)))
         finally:
             g.prompt_cache = cache
+
+
+class RoundCosts:
+    """What rounds have cost: the batch's by its rows (running means), and a /v1/verify round run
+    alone. A verify round joins the batch when that saves at least ``JOIN_SAVING`` of an alone round:
+    the client then waits for the batch's wider round instead of its own forward, so a join must buy
+    compute. Where a round's cost grows with its rows as much as an alone round costs (a CPU whose
+    kernels are compute bound), rounds run alone; where rows come nearly free, they join."""
+
+    JOIN_SAVING = 0.5
+
+    def __init__(self):
+        self.by_rows: dict[int, float] = {}
+        self.alone_ms: float | None = None
+
+    def round(self, rows: int, ms: float) -> None:
+        old = self.by_rows.get(rows)
+        self.by_rows[rows] = ms if old is None else 0.8 * old + 0.2 * ms
+
+    def alone(self, ms: float) -> None:
+        self.alone_ms = ms if self.alone_ms is None else 0.8 * self.alone_ms + 0.2 * ms
+
+    def join_pays(self, rows: int) -> bool:
+        """Whether a verify round should join a batch of ``rows`` rows (yes until measured)."""
+        wider, now = self.by_rows.get(rows + 1), self.by_rows.get(rows)
+        alone = self.alone_ms if self.alone_ms is not None else self.by_rows.get(1)
+        if wider is None or now is None or alone is None:
+            return True
+        return wider - now <= (1 - self.JOIN_SAVING) * alone
 
 
 def _speculative(stats, batch_size: int) -> dict:

@@ -17,6 +17,7 @@ import uvicorn
 
 from specvideo.serve import Engine, create_app
 from specvideo.serve.edge import EdgeClient, KChooser, LookupDrafter, ModelDrafter
+from specvideo.serve.engine import RoundCosts
 from specvideo.serve.verify import Sessions
 from specvideo.text import SpeculativeGenerator
 from specvideo.text import run as run_module
@@ -235,6 +236,7 @@ def test_verify_rounds_join_the_running_batch_and_answer_as_alone(monkeypatch, s
             yield step
 
     monkeypatch.setattr(run_module.Run, "steps", slow_steps)
+    monkeypatch.setattr(RoundCosts, "join_pays", lambda self, rows: True)  # the tiny model's rows cost ~nothing: noise decides
     s = Server(tiny_pair(fim=False), api_key=None, max_batch=4)
     try:
         tok = s.engine.generator.tokenizer
@@ -254,3 +256,16 @@ def test_verify_rounds_join_the_running_batch_and_answer_as_alone(monkeypatch, s
         assert batched >= 3, series
     finally:
         s.stop()
+
+
+def test_a_verify_round_joins_the_batch_only_where_a_row_costs_less_than_half_an_alone_round():
+    costs = RoundCosts()
+    assert costs.join_pays(1)  # nothing measured yet: join, and so measure
+    costs.round(1, 90.0)
+    costs.alone(85.0)
+    assert costs.join_pays(1)  # two rows not measured yet
+    costs.round(2, 160.0)  # a second row costs 70 ms where an alone round costs 85: a compute-bound CPU
+    assert not costs.join_pays(1)
+    for _ in range(20):
+        costs.round(2, 100.0)  # a second row nearly free (memory-bound kernels, a GPU)
+    assert costs.join_pays(1) and costs.join_pays(2)  # three rows not measured: join
