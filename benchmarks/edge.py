@@ -207,6 +207,9 @@ def run_benchmark(config: BenchEdgeConfig, progress=print) -> list[Row]:
                 row.totals.append(n / t if t else 0.0)
         rows += [own, edge]
         progress(f"delay {delay_ms:g} ms: " + "; ".join(f"{r.mode} {r.summary()['tokens_per_s']:.1f} tok/s" for r in (own, edge)))
+    if load:
+        series = dict(line.split()[:2] for line in http.get(config.url + "/metrics").text.splitlines() if line.startswith("specvideo_verify_rounds"))
+        progress(f"verify rounds: {series.get('specvideo_verify_rounds_batched_total', '0')} of {series.get('specvideo_verify_rounds_total', '?')} in the running batch")
     http.close()
     for row in rows:
         row.load = load
