@@ -287,7 +287,7 @@ class Engine:
     def _turns_back(self, run, step) -> None:
         """Every /v1/verify row of ``run`` leaves it after its round, its job answered."""
         for b, tag in enumerate(run.tags):
-            if tag is None or tag.job.turn is None or not tag.session.row.away or tag.session.row.away[0] != b:
+            if tag is None or tag.job.turn is not tag or not tag.here(b):
                 continue
             try:
                 tag.job.events.put(Answered(tag.back(run, step, self.generator)))

@@ -206,6 +206,11 @@ class Turn:
         """The session's row joins ``run`` (between its rounds), the draft its next round's."""
         self.session.row.join(run, self.body.draft, tag=self)
 
+    def here(self, b: int) -> bool:
+        """The session's row is row b of the run it joined, not yet back."""
+        away = self.session.row.away
+        return away is not None and away[0] == b
+
     def back(self, run, step, generator) -> dict:
         """The session's row leaves ``run`` after its round ``step``; the answer."""
         self.sessions.batched.inc()

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from specvideo.core.loop import speculate
-from specvideo.core.types import SpecStats, Step
+from specvideo.core.types import Draft, SpecStats, Step
 from specvideo.text.book import BookRow, RowBook, RowRequest
 from specvideo.text.drafting.catalog import spec_of
 from specvideo.text.drafting.drafters import NGramDrafter
@@ -89,7 +89,7 @@ class Run:
             items[b] = 0
             items[b, : len(tokens)] = torch.tensor(tokens, dtype=items.dtype)
             lengths[b] = len(tokens)
-        return type(draft)(items=items, lengths=lengths)
+        return Draft(items=items, lengths=lengths)
 
     def steps(self) -> Iterator[Step]:
         """Rounds until every row has finished (rows admitted meanwhile included)."""
