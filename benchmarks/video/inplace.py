@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import torch
 
+from specvideo.video.history import FrameNoise
 from specvideo.video.metrics import ssim
 from specvideo.video.pipeline import pad_to_multiple
-from specvideo.video.rounds import FrameNoise, VideoSpecStats
+from specvideo.video.rounds import VideoSpecStats
 from specvideo.video.verifier import DiffusionVerifier
 
 CHUNK = 64  # frames per batched generate call

@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import diffusers
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -25,14 +24,12 @@ from tqdm.auto import tqdm
 from specvideo.core.acceptance import threshold_accept
 from specvideo.core.loop import speculate
 from specvideo.core.schedule import RowSchedules, make_schedule
-from specvideo.device import native_bf16
-from specvideo.errors import first_line
 from specvideo.files import atomic_dir
 from specvideo.paths import shipped
 from specvideo.video.config import VIDEO_DEFAULTS, VideoConfig
 from specvideo.video.drafters import DRAFTERS, FrameDrafter, LearnedDrafter, make_drafter
 from specvideo.video.feature_check import FeatureCheck
-from specvideo.video.flownets import FLOW_NETS
+from specvideo.video.history import FrameHistory, FrameNoise
 from specvideo.video.inputs import (
     OUTPUT_TYPES,
     check_callback_inputs,
@@ -42,9 +39,15 @@ from specvideo.video.inputs import (
     to_tensor,
 )
 from specvideo.video.io import tensor_to_frames
+from specvideo.video.loading import (
+    drafter_name_of,
+    load_drafter,
+    load_part,
+    load_scheduler,
+    read_json,
+    resolve_autocast,
+)
 from specvideo.video.rounds import (
-    FrameHistory,
-    FrameNoise,
     RoundSettings,
     VideoDrafter,
     VideoRows,
@@ -94,7 +97,7 @@ class SpeculativeVideoPipeline:
         self.verifier = verifier
         self.feature_check = feature_check  # the "features" check (saved in check/), if any
         self.drafter = drafter if drafter is not None else make_drafter(D.drafter)
-        self.drafter_name = _drafter_name(self.drafter)
+        self.drafter_name = drafter_name_of(self.drafter)
 
     @property
     def unet(self) -> UNet2DModel:
@@ -309,15 +312,15 @@ class SpeculativeVideoPipeline:
         path = Path(path) if path is not None else shipped("video")
         if not (path / "model_index.json").is_file():
             raise ValueError(f"{path} is not a specvideo pipeline directory (no model_index.json)")
-        index = _load_part(path / "model_index.json", _read_json)
-        unet = _load_part(
+        index = load_part(path / "model_index.json", read_json)
+        unet = load_part(
             path / "unet",
             lambda p: UNet2DModel.from_pretrained(
                 p, local_files_only=True, torch_dtype=torch_dtype or torch.float32
             ),
         )
-        scheduler = _load_part(path / "scheduler", _load_scheduler)
-        verifier = _load_part(  # the index's num_context_frames and hint must match the UNet's channels
+        scheduler = load_part(path / "scheduler", load_scheduler)
+        verifier = load_part(  # the index's num_context_frames and hint must match the UNet's channels
             path / "model_index.json",
             lambda p: DiffusionVerifier(
                 unet,
@@ -331,79 +334,13 @@ class SpeculativeVideoPipeline:
             ),
         )
         check = path / "check"
-        feature_check = _load_part(check, FeatureCheck.from_pretrained) if check.is_dir() else None
-        pipe = cls(verifier, _load_drafter(path / "drafter", drafter), feature_check)
+        feature_check = load_part(check, FeatureCheck.from_pretrained) if check.is_dir() else None
+        pipe = cls(verifier, load_drafter(path / "drafter", drafter), feature_check)
         pipe = pipe.to(device) if device is not None else pipe
         if autocast == "auto" and torch_dtype not in (None, torch.float32):
             autocast = None  # the UNet already runs in the dtype asked for
         verifier.autocast = resolve_autocast(autocast, verifier.device)
         return pipe
-
-
-AUTOCAST = ("off", "bf16", "auto")
-
-
-def resolve_autocast(value: str | torch.dtype | None, device: torch.device | str = "cpu") -> torch.dtype | None:
-    """The dtype the verifier's UNet runs under autocast: "bf16" (or torch.bfloat16) bf16, "auto"
-    bf16 where ``device`` computes it natively (a CPU's bf16 units, ``specvideo.device``),
-    "off" / None none."""
-    if value is None or value == "off":
-        return None
-    if value in ("bf16", torch.bfloat16):
-        return torch.bfloat16
-    if value == "auto":
-        return torch.bfloat16 if native_bf16(device) else None
-    raise ValueError(f"autocast must be one of {', '.join(AUTOCAST)}, got {value!r}")
-
-
-def _load_part(path: Path, load):
-    """``load(path)``; any failure becomes one ValueError naming the file or directory."""
-    if not path.exists():
-        raise ValueError(f"cannot load {path}: it does not exist")
-    try:
-        return load(path)
-    except Exception as err:
-        raise ValueError(f"cannot load {path}: {first_line(err)}") from err
-
-
-def _read_json(path: Path) -> dict:
-    data = json.loads(path.read_text())
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _load_scheduler(path: Path):
-    config = _read_json(path / "scheduler_config.json")
-    name = config.get("_class_name")
-    if not isinstance(name, str) or not hasattr(diffusers, name):
-        raise ValueError(f"unknown scheduler class {name!r} in scheduler_config.json")
-    return getattr(diffusers, name).from_config(config)
-
-
-def _load_drafter(path: Path, drafter: str | FrameDrafter | None) -> FrameDrafter:
-    if isinstance(drafter, FrameDrafter):
-        return drafter
-    saved = path / "drafter.json"
-    name = drafter or (_load_part(saved, _read_json).get("name") if saved.is_file() else D.drafter)
-    if name == "learned":
-        if not (path / "config.json").is_file():
-            raise ValueError(f"drafter 'learned' needs trained weights in {path}")
-        return _load_part(path, lambda p: LearnedDrafter.from_pretrained(p, local_files_only=True))
-    return make_drafter(name)
-
-
-def _drafter_name(drafter: FrameDrafter) -> str:
-    names = {
-        "CopyLastDrafter": "copy",
-        "LinearDrafter": "linear",
-        "FlowDrafter": "flow",
-        "LearnedDrafter": "learned",
-    }
-    name = names.get(type(drafter).__name__, type(drafter).__name__)
-    if name == "flow" and drafter.config.flow_model in FLOW_NETS:
-        return f"flow:{drafter.config.flow_model}"
-    return name
 
 
 __all__ = ["DRAFTERS", "OUTPUT_TYPES", "SpeculativeVideoPipeline", "VideoPipelineOutput"]

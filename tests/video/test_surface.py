@@ -10,7 +10,7 @@ import torch
 
 from specvideo.video import DiffusionVerifier, FlowDrafter, LinearDrafter, SpeculativeVideoPipeline
 from specvideo.video.config import VIDEO_DEFAULTS as D
-from specvideo.video.rounds import FrameNoise
+from specvideo.video.history import FrameNoise
 from specvideo.video.verifier import default_scheduler
 from tests.video.test_pipeline import SIZE, context_uint8, tiny_unet
 
