@@ -33,8 +33,9 @@ import torch
 import torch.nn.functional as F
 
 from recipes.draft import _save, data_ranking, load_shards, train_loop
-from specvideo.text.models.head import DraftHead, layer_features, load_head, save_head
+from specvideo.text.models.head import DraftHead, load_head, save_head
 from specvideo.text.models.vocab import save_token_ranking
+from specvideo.text.runtime.contract import layer_features
 
 
 @dataclass(frozen=True)

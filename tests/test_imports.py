@@ -103,3 +103,44 @@ def test_bench_and_train_run_from_a_checkout_and_say_so_without_one(capsys):
         with pytest.raises(SystemExit) as exit:  # this checkout has them: the real commands
             main(argv)
         assert exit.value.code == 0 and "(from a checkout" not in capsys.readouterr().out
+
+
+# specvideo/text's rooms, bottom floor first (docs/ARCHITECTURE.md §1): a room imports only rooms on
+# floors below its own
+TEXT_FLOORS = [
+    ("runtime",),
+    ("sampling", "prompts"),
+    ("book",),
+    ("drafting",),
+    ("config",),
+    ("models",),
+    ("text_models", "verifier"),
+    ("run",),
+    ("generator",),
+    ("trees", "__init__"),
+]
+
+
+def test_the_text_rooms_import_only_floors_below_them():
+    import ast
+    from pathlib import Path
+
+    import specvideo.text
+
+    root = Path(specvideo.text.__file__).parent
+    floor = {room: i for i, rooms in enumerate(TEXT_FLOORS) for room in rooms}
+
+    def room(parts: list[str]) -> str:  # a module's path inside specvideo/text -> its room
+        return parts[0].removesuffix(".py")
+
+    rooms = {room(p.relative_to(root).parts) for p in root.rglob("*.py")}
+    assert rooms == set(floor), f"rooms without a floor or floors without a room: {rooms ^ set(floor)}"
+    upward = []
+    for path in root.rglob("*.py"):
+        here = room(path.relative_to(root).parts)
+        for node in ast.walk(ast.parse(path.read_text())):  # lazy imports inside functions too
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specvideo.text."):
+                there = node.module.split(".")[2]
+                if there != here and floor[there] >= floor[here]:
+                    upward.append(f"{path.relative_to(root)} imports {node.module}")
+    assert not upward, upward

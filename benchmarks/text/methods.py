@@ -80,8 +80,9 @@ def build_methods(
     n, top_p = config.max_new_tokens, config.top_p
     hf = _hf_runner(target, n, top_p, pad_id(target, tokenizer))
     methods: list[Method] = []
-    from specvideo.text.models.gguf import weights_source
-    from specvideo.text.models.precision import LEAN_MODEL_TYPES, WEIGHT_ONLY
+    from specvideo.text.models.gguf import gguf_blocks
+    from specvideo.text.models.precision import WEIGHT_ONLY
+    from specvideo.text.runtime.contract import LEAN_MODEL_TYPES
     from specvideo.text.runtime.lean import LeanLlama
 
     llama = target.config.model_type in LEAN_MODEL_TYPES  # LeanLlama runs it
@@ -91,7 +92,7 @@ def build_methods(
     # weight-only int8 / int4 copies of the target's projections (always invariant); the dense
     # target stays for transformers' rows
     runners.update({
-        v: LeanLlama(target, invariant=True, weights=v, gguf=weights_source(target, v))
+        v: LeanLlama(target, invariant=True, weights=v, gguf=gguf_blocks(target, v))
         for v in weight_formats(config.verifiers, target) if llama
     })
     # "packed": transformers' own forwards of the target and the draft on pre-packed linear

@@ -22,7 +22,7 @@ from benchmarks.text.methods import CallCounter, build_methods, weight_formats
 from benchmarks.text.prompts import BenchPrompt, load_prompts_jsonl
 from benchmarks.text.results import BenchResults, aggregate, assistant_settings, tie_margins
 from benchmarks.text.workloads import workload_prompts
-from specvideo.text.models.loading import context_length
+from specvideo.text.runtime.contract import context_length
 from specvideo.text.runtime.packing import packed_linears
 from specvideo.text.text_models import place
 
@@ -265,8 +265,8 @@ def decode_costs(
     ``TREE_WIDTHS`` tokens (a tree of n - 1 nodes below its root costs an n-token forward); a draft
     ``head``: "head_lean@N" per token, fed its own features. The models take turns within each
     repeat, so a drift in the machine's speed reaches all of them alike."""
-    from specvideo.text.models.gguf import weights_source
-    from specvideo.text.models.precision import LEAN_MODEL_TYPES
+    from specvideo.text.models.gguf import gguf_blocks
+    from specvideo.text.runtime.contract import LEAN_MODEL_TYPES
     from specvideo.text.runtime.lean import LeanLlama
 
     shell = getattr(target, "specvideo_released", False)  # read from its GGUF file as it is: its blocks only
@@ -275,7 +275,7 @@ def decode_costs(
     float32_cpu = target.device.type == "cpu" and target.dtype == torch.float32 and not shell
     if shell:
         for fmt in weight_formats:
-            runner = LeanLlama(target, invariant=True, weights=fmt, gguf=weights_source(target, fmt))
+            runner = LeanLlama(target, invariant=True, weights=fmt, gguf=gguf_blocks(target, fmt))
             models.update({f"target_{fmt}@{n}": (runner, n) for n in TARGET_WIDTHS + TREE_WIDTHS})
     elif getattr(target.config, "model_type", None) in LEAN_MODEL_TYPES:
         widths = TARGET_WIDTHS + TREE_WIDTHS
@@ -285,12 +285,12 @@ def decode_costs(
             invariant = LeanLlama(target, invariant=True)
             models.update({f"target_invariant@{n}": (invariant, n) for n in widths})
         for fmt in weight_formats:  # weight-only projections, invariant
-            quantised = LeanLlama(target, invariant=True, weights=fmt, gguf=weights_source(target, fmt))
+            quantised = LeanLlama(target, invariant=True, weights=fmt, gguf=gguf_blocks(target, fmt))
             models.update({f"target_{fmt}@{n}": (quantised, n) for n in widths})
     if float32_cpu:  # transformers on packed linears
         packing = packed_linears(target)
     if getattr(draft, "specvideo_released", False):  # the draft's own blocks
-        models["draft_gguf"] = (LeanLlama(draft, weights="gguf", gguf=weights_source(draft, "gguf")), 1)
+        models["draft_gguf"] = (LeanLlama(draft, weights="gguf", gguf=gguf_blocks(draft, "gguf")), 1)
     else:
         models["draft"] = (draft, 1)
     if getattr(draft.config, "model_type", None) in LEAN_MODEL_TYPES and "draft" in models:

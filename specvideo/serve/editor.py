@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from specvideo.serve.engine import Done, Engine, Failed, Job, Piece
 from specvideo.serve.protocol import APIError, _Request, chat_body, new_id
 from specvideo.serve.requests import job_events, submit
-from specvideo.text.models.loading import context_length
 from specvideo.text.prompts import FIM_TOKENS, infill_ids
+from specvideo.text.runtime.contract import context_length
 
 EDITOR_ROUTES = ("/infill", "/completion")  # behind --api-key too, as llama.cpp's
 

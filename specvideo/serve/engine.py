@@ -78,7 +78,7 @@ class Engine:
         """The tokens a prompt ``ids`` leaves in the target's context, after the library's one check
         (``TextModels.check_room``: the target's positions and the draft's) that ``asked`` new
         tokens fit, answered as a 413."""
-        from specvideo.text.models.loading import context_length
+        from specvideo.text.runtime.contract import context_length
 
         g = self.generator
         try:

@@ -24,10 +24,10 @@ from specvideo.text.book import RowBook, RowRequest, cut_at_stop, shown_length, 
 from specvideo.text.config import HEAD_DRAFTERS, TEXT_DEFAULTS, TextConfig, default_drafter
 from specvideo.text.drafting.catalog import build_drafter, build_verifier, check_drafter, spec_of
 from specvideo.text.drafting.registry import DraftParts
-from specvideo.text.models.precision import LEAN_MODEL_TYPES
 from specvideo.text.models.vocab import check_size, draft_vocabulary
 from specvideo.text.prompts import EncodedPrompt, encode_prompt, fim_prompt
 from specvideo.text.run import Run, TextOutput
+from specvideo.text.runtime.contract import LEAN_MODEL_TYPES
 from specvideo.text.sampling import RowSampler, SamplingConfig
 from specvideo.text.text_models import TextModels, copies_for
 

@@ -26,20 +26,14 @@ from specvideo.text.models.head import DraftHead
 from specvideo.text.models.loading import (
     check_context,
     check_vocab,
-    context_length,
     load_causal_lm,
     load_draft,
     load_tokenizer,
 )
-from specvideo.text.models.precision import (
-    LEAN_MODEL_TYPES,
-    dtype_name,
-    model_type,
-    resolve_dtype,
-    weight_format,
-)
+from specvideo.text.models.precision import dtype_name, model_type, resolve_dtype, weight_format
 from specvideo.text.models.smollm import smollm2_dir
 from specvideo.text.models.vocab import load_token_ranking
+from specvideo.text.runtime.contract import LEAN_MODEL_TYPES, context_length
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.packing import packed_linears
 from specvideo.text.runtime.quant import release_layers
@@ -125,17 +119,18 @@ class TextModels:
         if isinstance(lean_target, LeanLlama) and (lean_target.invariant, lean_target.weights) == (self.invariant, self.weights):
             return lean_target  # a LeanLlama already built over this target
         if lean_target or self.invariant or self.weights:
-            runner = LeanLlama(self.target, invariant=self.invariant, weights=self.weights, gguf=self._gguf_source())
+            runner = LeanLlama(self.target, invariant=self.invariant, weights=self.weights, gguf=self._gguf_blocks())
             if self.weights:  # its quantised copies run the target: the dense weights go
                 release_layers(self.target, runner.embed)
             return runner
         return self.target
 
-    def _gguf_source(self, model: PreTrainedModel | None = None) -> str | None:
-        """The GGUF file the target's runner reads, or that of ``model`` (a draft read as it is)."""
-        from specvideo.text.models.gguf import weights_source
+    def _gguf_blocks(self, model: PreTrainedModel | None = None):
+        """The blocks of the GGUF file the target's runner reads (None: it reads none), or those of
+        ``model`` (a draft read as it is)."""
+        from specvideo.text.models.gguf import gguf_blocks
 
-        return weights_source(self.target, self.weights) if model is None else weights_source(model, "gguf")
+        return gguf_blocks(self.target, self.weights) if model is None else gguf_blocks(model, "gguf")
 
     @property
     def lean_target(self) -> bool:
@@ -181,7 +176,7 @@ class TextModels:
             elif getattr(model, "specvideo_released", False):  # a draft read from its GGUF file as it is
                 if vocab is not None:
                     raise ValueError("a draft run in its GGUF file's blocks proposes from its whole vocabulary (draft_vocab_size=0)")
-                self._runners[key] = LeanLlama(model, weights="gguf", gguf=self._gguf_source(model))
+                self._runners[key] = LeanLlama(model, weights="gguf", gguf=self._gguf_blocks(model))
             else:
                 self._runners[key] = LeanLlama(model, vocab)
         return self._runners[key]

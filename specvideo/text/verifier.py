@@ -9,7 +9,7 @@ from transformers import PreTrainedModel
 
 from specvideo.core.types import Draft, Verdict
 from specvideo.text.book import RowBook
-from specvideo.text.models.loading import context_length
+from specvideo.text.runtime.contract import context_length
 from specvideo.text.runtime.state import CausalLMState
 from specvideo.text.sampling import RowSampler
 

@@ -9,7 +9,8 @@ import torch
 from recipes.draft_data import DataConfig, run_data
 from recipes.head import HeadConfig, compute_features, export, train
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.models.head import is_draft_head, layer_features
+from specvideo.text.models.head import is_draft_head
+from specvideo.text.runtime.contract import layer_features
 from tests.helpers import save_model_dir, tiny_tokenizer
 
 

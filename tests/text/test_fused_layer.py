@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from specvideo.text.models import gguf as gguf_models
+from specvideo.text.models.gguf_weights import load_layers
 from specvideo.text.runtime import fused_layer, kernels
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.state import CausalLMState
@@ -23,7 +24,7 @@ def tiny(tmp_path_factory):
     _, tok = write_tiny_qwen2_gguf(path, quant=BLOCKS)
     shell = gguf_models.load_gguf_target(gguf_models.metadata_dir(path, path.parent / "meta"))
     FILE.update(shell=shell, path=str(path))
-    return LeanLlama(shell, invariant=True, weights="gguf", gguf=str(path)), tok, str(path.parent / "meta")
+    return LeanLlama(shell, invariant=True, weights="gguf", gguf=load_layers(str(path), shell.config)), tok, str(path.parent / "meta")
 
 
 def logits(lean, prompt: torch.Tensor, block: torch.Tensor, steps: bool) -> torch.Tensor:
@@ -79,7 +80,7 @@ def test_a_runner_built_without_invariance_lets_its_state_restore_any_prefix(tin
     """Its calls are invariant either way; asked for no invariance (a local draft), its state prefills
     in one call and a prompt cache may restore any prefix, not whole 128-token chunks only."""
     lean, _, _ = tiny
-    loose = LeanLlama(FILE["shell"], weights="gguf", gguf=FILE["path"])
+    loose = LeanLlama(FILE["shell"], weights="gguf", gguf=load_layers(FILE["path"], FILE["shell"].config))
     prompt = torch.randint(5, 290, (1, 150), generator=torch.Generator().manual_seed(3))
     exact, free = CausalLMState(lean, prompt, torch.ones_like(prompt)), CausalLMState(loose, prompt, torch.ones_like(prompt))
     assert loose.invariant and loose._fused is not None  # the same calls

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator
-from specvideo.text.models.head import DraftHead, layer_features, load_head, save_head
+from specvideo.text.models.head import DraftHead, load_head, save_head
+from specvideo.text.runtime.contract import layer_features
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.state import CausalLMState
 from tests.helpers import random_prompts, tiny_llama

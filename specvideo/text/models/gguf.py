@@ -221,6 +221,15 @@ def weights_source(model, weights: str | None) -> str | None:
     return str(source)
 
 
+def gguf_blocks(model, weights: str | None):
+    """The blocks of the GGUF file a ``weights="gguf"`` runner of ``model`` reads
+    (``gguf_weights.load_layers``, LeanLlama's ``gguf``), or None for other weights."""
+    from specvideo.text.models.gguf_weights import load_layers
+
+    path = weights_source(model, weights)
+    return None if path is None else load_layers(path, model.config)
+
+
 def has_gguf_source(model) -> bool:
     """Whether ``weights="gguf"`` can run ``model`` here: it came from a GGUF file and the kernel runs."""
     from specvideo.text.runtime import kernels

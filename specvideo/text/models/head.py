@@ -36,22 +36,10 @@ from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel
 
 from specvideo.text.models.shared_draft import write_weights
+from specvideo.text.runtime.contract import LAYERS_KEY
 
 HEAD_MARKER = "specvideo_draft_head"
 INIT_KEY = "specvideo_init_layer"
-LAYERS_KEY = "specvideo_feature_layers"
-
-
-def layer_features(hidden_states: tuple[torch.Tensor, ...], layers: tuple[int, ...]) -> torch.Tensor:
-    """The target's states ``layers`` (transformers' numbering, each (B, T, d)) side by side, RMS
-    normalised without a weight, the final-normed last state as it is: (B, T, len(layers) d)."""
-    last = len(hidden_states) - 1
-    parts = [hidden_states[i] if i == last else _rms(hidden_states[i]) for i in layers]
-    return torch.cat(parts, dim=-1)
-
-
-def _rms(x: torch.Tensor) -> torch.Tensor:
-    return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
 
 
 def is_draft_head(path: str | os.PathLike) -> bool:

@@ -88,18 +88,6 @@ def load_tokenizer(path: str):
         return None
 
 
-def context_length(model: PreTrainedModel) -> int:
-    """The model's maximum number of positions."""
-    config = model.config
-    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-        value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    raise ValueError(
-        f"cannot tell the context length of {type(model).__name__}: no max_position_embeddings in its config"
-    )
-
-
 def check_context(prompt_length: int, max_new_tokens: int, context: int, model: str = "target") -> None:
     """Refuse a generation that would run past a model's positions (they would be clamped silently)."""
     if prompt_length + max_new_tokens > context:

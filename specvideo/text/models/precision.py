@@ -36,14 +36,15 @@ from pathlib import Path
 import torch
 
 from specvideo.device import native_bf16
+from specvideo.text.runtime.contract import LEAN_MODEL_TYPES
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "int8", "int4", "gguf")
 # weight-only formats (``specvideo.text.runtime.quant``): projections in int8 / int4, activations in the
 # dtype "auto" picks; LeanLlama runs them, invariantly (their greedy speculative output equals the
 # same quantised model's own greedy decoding bit for bit)
 WEIGHT_ONLY = ("int8", "int4", "gguf")  # gguf: a GGUF-sourced target in its file's own block formats
-# the architectures LeanLlama runs, so the only ones whose bf16 checks can be made invariant
-LEAN_MODEL_TYPES = ("llama", "qwen2")
+# LEAN_MODEL_TYPES (runtime.contract): the architectures LeanLlama runs, so the only ones whose bf16
+# checks can be made invariant
 
 
 def resolve_dtype(

@@ -76,20 +76,3 @@ def ranked_vocabulary(draft_dir: str | os.PathLike | None, size: int, vocab_size
 def check_size(size) -> None:
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise ValueError(f"draft vocabulary size must be an integer >= 0 (0 = all tokens), got {size!r}")
-
-
-def check_vocabulary(vocab: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """A 1-D tensor of distinct token ids in [0, vocab_size), as long ints."""
-    vocab = torch.as_tensor(vocab)
-    if vocab.ndim != 1 or vocab.numel() == 0 or vocab.dtype.is_floating_point:
-        raise ValueError(
-            f"a draft vocabulary must be a non-empty 1-D list of token ids, got shape {tuple(vocab.shape)}"
-        )
-    vocab = vocab.long()
-    if int(vocab.min()) < 0 or int(vocab.max()) >= vocab_size:
-        raise ValueError(
-            f"draft vocabulary ids must lie in [0, {vocab_size}), got {int(vocab.min())}..{int(vocab.max())}"
-        )
-    if vocab.unique().numel() != vocab.numel():
-        raise ValueError("draft vocabulary ids must be distinct")
-    return vocab

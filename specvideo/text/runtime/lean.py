@@ -39,10 +39,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 
-from specvideo.text.models.head import LAYERS_KEY
-from specvideo.text.models.precision import LEAN_MODEL_TYPES  # qwen2: Llama with q/k/v biases
-from specvideo.text.models.vocab import check_vocabulary
 from specvideo.text.runtime import fused_layer, invariant
+from specvideo.text.runtime.contract import LAYERS_KEY, LEAN_MODEL_TYPES, check_vocabulary
 from specvideo.text.runtime.invariant import row_unit, wide_tile
 from specvideo.text.runtime.lean_cache import LeanCache
 from specvideo.text.runtime.quant import is_quantized, quantize
@@ -73,13 +71,14 @@ class LeanLlama(nn.Module):
         invariant: bool = False,
         fuse: nn.Linear | None = None,
         weights: str | None = None,
-        gguf: str | None = None,
+        gguf: object | None = None,
         tables: LeanLlama | None = None,
     ):
         """weights: None keeps the model's dense weights; "int8" or "int4" quantises every projection
         and the output head (weight-only, ``specvideo.text.runtime.quant``; the embedding table stays dense);
-        "gguf" runs the GGUF file ``gguf`` (the model's source) in its own block formats, unrounded
-        (``specvideo.text.models.gguf_weights``): norms unfolded, activations in float32 as llama.cpp's.
+        "gguf" runs ``gguf``, a GGUF file's blocks in their own formats, unrounded (the model's source
+        read by ``specvideo.text.models.gguf_weights.load_layers``): norms unfolded, activations in
+        float32 as llama.cpp's.
         tables: a GGUF target runner whose token table and output rows this model reads (a draft
         head on a target whose dense tables were never made: ``gguf.load_gguf_target``)."""
         super().__init__()
@@ -139,12 +138,9 @@ class LeanLlama(nn.Module):
         # and the row multiple it is padded to (``invariant.row_unit``: 1 for quantised weights)
         self._tiles = {id(w): (wide_tile(w, self.dtype), row_unit(w, self.dtype)) for w in self._weights()} if invariant else {}
 
-    def _init_gguf(self, model: PreTrainedModel, path: str, vocab, fc) -> None:
-        from specvideo.text.models.gguf_weights import load_layers
-
+    def _init_gguf(self, model: PreTrainedModel, loaded, vocab, fc) -> None:
         if vocab is not None or fc is not None:
             raise ValueError('weights="gguf" runs a whole target: no restricted vocabulary, no draft head input')
-        loaded = load_layers(path, self.config)
         self.layers, self.lm_head, self.head_norm = loaded.layers, loaded.lm_head, loaded.norm
         self.embed_table, self.norm_weight = loaded.embed, loaded.norm
         # self.embed stays the model's own table (no copy): what shares it (a draft, a head) keeps

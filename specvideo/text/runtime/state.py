@@ -32,8 +32,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from specvideo.text.models.head import layer_features
-from specvideo.text.models.loading import context_length
+from specvideo.text.runtime.contract import context_length, layer_features
 from specvideo.text.runtime.invariant import PREFILL_CHUNK
 from specvideo.text.runtime.kv_cache import KV, make_slot_cache
 from specvideo.text.runtime.rows import BatchRows
