@@ -131,10 +131,8 @@ class Run:
         g, verifier, rows = self.g, self.verifier, self.rows
         encoded = g.encode_row(request, spec_of(self.name))
         if not self.drafter.batched:  # prompt lookup over every row's prompt and output
-            self._swap(NGramDrafter(g.config.max_ngram, rows=rows, device=verifier.state.device))
-        kept = rows.compact()
-        verifier.compact(kept)
-        self.tags = [self.tags[b] for b in kept]
+            self._swap_to_lookup()
+        self._renumber()
         row = CausalLMState(verifier.model, encoded.input_ids, encoded.attention_mask)
         with self.packing():
             self.last_cached = g.models.cache_prompt(request.prompt_ids, row) if request.cache_prompt else 0
@@ -166,12 +164,9 @@ class Run:
         if not self.verifier.calls:
             raise ValueError("a row is put into a run after its first round (its prompt's prefill)")
         rows = self.rows
-        if not getattr(self.drafter, "reads_book", False):
-            self._swap(NGramDrafter(self.g.config.max_ngram, rows=rows, device=self.verifier.state.device))
-        kept = rows.compact()
-        self.verifier.compact(kept)
-        self.tags = [self.tags[b] for b in kept]
-        self.given = {kept.index(b): t for b, t in self.given.items() if b in kept}
+        if not self.drafter.reads_book:
+            self._swap_to_lookup()
+        self._renumber()
         b = rows.admit(parked.book.request, resume=parked.book)
         seen = torch.tensor([rows.history(b)], device=self.verifier.state.device)
         self.drafter.admit(seen, torch.ones_like(seen))
@@ -181,7 +176,16 @@ class Run:
             self.given[b] = list(draft)
         return b
 
-    def _swap(self, drafter) -> None:
+    def _renumber(self) -> None:
+        """Drop the finished rows from the numbering (before a row joins)."""
+        kept = self.rows.compact()
+        self.verifier.compact(kept)
+        self.tags = [self.tags[b] for b in kept]
+        self.given = {kept.index(b): tokens for b, tokens in self.given.items() if b in kept}
+
+    def _swap_to_lookup(self) -> None:
+        """Draft by prompt lookup over every row's prompt and output from now on."""
+        drafter = NGramDrafter(self.g.config.max_ngram, rows=self.rows, device=self.verifier.state.device)
         self.verifier.followers = [drafter]
         self.verifier.drop_features()
         self.drafter, self.name = drafter, "ngram"
