@@ -271,7 +271,9 @@ class Engine:
         try:
             turn.open(self.generator)
             if run is not None and turn.joinable(run) and self.costs.join_pays(run.size):
+                started = time.monotonic()
                 turn.join(run)
+                self.costs.move(1e3 * (time.monotonic() - started))
                 return 1
             first, started = turn.session.rounds == 0, time.monotonic()
             job.events.put(Answered(turn.alone(self.generator)))
@@ -290,7 +292,10 @@ class Engine:
             if tag is None or tag.job.turn is not tag or not tag.here(b):
                 continue
             try:
-                tag.job.events.put(Answered(tag.back(run, step, self.generator)))
+                started = time.monotonic()
+                answer = tag.back(run, step, self.generator)
+                self.costs.move(1e3 * (time.monotonic() - started))
+                tag.job.events.put(Answered(answer))
             except Exception as err:  # noqa: BLE001 - the client gets an answer
                 tag.job.events.put(Failed(_failure(err)))
 
@@ -313,24 +318,29 @@ class Engine:
 
 
 class RoundCosts:
-    """What rounds have cost: the batch's by its rows (running means), and a /v1/verify round run
-    alone. A verify round joins the batch when that saves at least ``JOIN_SAVING`` of an alone round:
-    the client then waits for the batch's wider round instead of its own forward, so a join must buy
-    compute. Where a round's cost grows with its rows as much as an alone round costs (a CPU whose
-    kernels are compute bound), rounds run alone; where rows come nearly free, they join."""
+    """What rounds have cost: the batch's by its rows, a /v1/verify round run alone, and moving a
+    session's row into the batch and out again (running means). A verify round joins the batch when
+    that saves at least ``JOIN_SAVING`` of an alone round: the client then waits for the batch's wider
+    round instead of its own forward, so a join must buy compute. Where a round's cost grows with
+    its rows as much as an alone round costs (a CPU whose kernels are compute bound), rounds run
+    alone; where rows come nearly free, they join."""
 
     JOIN_SAVING = 0.5
 
     def __init__(self):
         self.by_rows: dict[int, float] = {}
         self.alone_ms: float | None = None
+        self.one_move_ms: float | None = None  # moving a row into the batch, or out of it
 
     def round(self, rows: int, ms: float) -> None:
-        old = self.by_rows.get(rows)
-        self.by_rows[rows] = ms if old is None else 0.8 * old + 0.2 * ms
+        self.by_rows[rows] = _mean(self.by_rows.get(rows), ms)
 
     def alone(self, ms: float) -> None:
-        self.alone_ms = ms if self.alone_ms is None else 0.8 * self.alone_ms + 0.2 * ms
+        self.alone_ms = _mean(self.alone_ms, ms)
+
+    def move(self, ms: float) -> None:
+        """One of a join's two moves (in, out) took ``ms``."""
+        self.one_move_ms = _mean(self.one_move_ms, ms)
 
     def join_pays(self, rows: int) -> bool:
         """Whether a verify round should join a batch of ``rows`` rows (yes until measured)."""
@@ -338,7 +348,13 @@ class RoundCosts:
         alone = self.alone_ms if self.alone_ms is not None else self.by_rows.get(1)
         if wider is None or now is None or alone is None:
             return True
-        return wider - now <= (1 - self.JOIN_SAVING) * alone
+        moves = 2 * (self.one_move_ms or 0.0)
+        return wider - now + moves <= (1 - self.JOIN_SAVING) * alone
+
+
+def _mean(old: float | None, new: float) -> float:
+    """A running mean that follows recent values."""
+    return new if old is None else 0.8 * old + 0.2 * new
 
 
 def _speculative(stats, batch_size: int) -> dict:

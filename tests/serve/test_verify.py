@@ -258,7 +258,7 @@ def test_verify_rounds_join_the_running_batch_and_answer_as_alone(monkeypatch, s
         s.stop()
 
 
-def test_a_verify_round_joins_the_batch_only_where_a_row_costs_less_than_half_an_alone_round():
+def test_a_verify_round_joins_the_batch_only_where_a_row_and_its_moves_cost_less_than_half_an_alone_round():
     costs = RoundCosts()
     assert costs.join_pays(1)  # nothing measured yet: join, and so measure
     costs.round(1, 90.0)
@@ -269,3 +269,6 @@ def test_a_verify_round_joins_the_batch_only_where_a_row_costs_less_than_half_an
     for _ in range(20):
         costs.round(2, 100.0)  # a second row nearly free (memory-bound kernels, a GPU)
     assert costs.join_pays(1) and costs.join_pays(2)  # three rows not measured: join
+    for _ in range(20):
+        costs.move(20.0)  # but moving the row in and out costs 40 ms a round: no longer worth it
+    assert not costs.join_pays(1)
