@@ -52,6 +52,35 @@ def test_holes_left_by_a_rollback_bring_the_attention_mask_back():
     torch.testing.assert_close(hf.forward(torch.tensor([[9], [9]]))[:1], alone.forward(torch.tensor([[9]])))
 
 
+def test_a_lean_row_keeps_its_keys_at_its_positions_whatever_the_batch():
+    """Rows rolled back to different lengths: LeanCache moves no key and keeps no mask; row b's
+    first n_b slots hold the keys of its tokens at positions 0 .. n_b - 1, as they do alone, and
+    transformers' adapter masks its holes on its shared slot axis."""
+    model = tiny_llama(64, seed=7)
+    lean = LeanLlama(model)
+    prompts = random_prompts(2, 64, seed=8, min_len=3, max_len=6)
+    width = max(map(len, prompts))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    hf, fast = CausalLMState(model, ids, mask), CausalLMState(lean, ids, mask)
+    rows = [list(p) for p in prompts]
+    hf.forward(), fast.forward()
+    for step, keep in enumerate(([2, 0], [0, 3], [1, 1])):
+        extra = torch.tensor([[20 + step, 30 + step, 40 + step]] * 2)
+        for state in (hf, fast):
+            mark = state.num_tokens.clone()
+            state.forward(extra, num_logits=3)
+            state.truncate(mark + torch.tensor(keep))
+        rows = [r + extra[0, :k].tolist() for r, k in zip(rows, keep)]
+    assert fast.num_tokens.tolist() == [len(r) for r in rows] and not hasattr(fast.cache, "mask")
+    assert hf.cache.mask is not None and hf.cache.mask.sum(1).tolist() == [len(r) for r in rows]
+    for b, row in enumerate(rows):
+        alone = CausalLMState(lean, torch.tensor([row]), torch.ones(1, len(row), dtype=torch.long))
+        alone.forward()
+        n = len(row)
+        torch.testing.assert_close(fast.cache.kv[:, :, b, :, :n], alone.cache.kv[:, :, 0, :, :n], atol=1e-5, rtol=1e-5)
+
+
 def test_single_token_decoding_without_a_mask_matches_transformers():
     """Batch 1, no padding: each one-token step runs the unmasked path; crops in between; the
     preallocated cache (256 slots) grows on the way."""

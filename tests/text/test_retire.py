@@ -28,21 +28,24 @@ def test_a_retired_row_leaves_the_cache_and_the_others_are_unchanged():
 
 
 def test_repacking_holes_keeps_the_logits():
-    for lean in (False, True):
-        model = tiny_llama(VOCAB, seed=1)
-        runner = LeanLlama(model) if lean else model
-        states = []
-        for repack in (False, True):
-            ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
-            state = CausalLMState(runner, ids, torch.ones_like(ids))
-            state.forward()
-            state.forward(torch.tensor([[11, 12, 13, 14], [15, 16, 17, 18]]))
-            state.truncate(torch.tensor([7, 4]))  # row 1 keeps one of the four: three holes
-            if repack:
-                state._repack()
-                assert state.length == 7 and state.mask[1].tolist() == [False] * 3 + [True] * 4
-            states.append(state.forward(torch.tensor([[30], [31]])))
-        torch.testing.assert_close(states[1], states[0], atol=1e-5, rtol=1e-5)
+    """transformers' cache: holes on its shared slot axis, repacked or not, give the logits of
+    LeanLlama's cache, where each row's keys lie at their positions."""
+    model = tiny_llama(VOCAB, seed=1)
+    logits = []
+    for runner, repack in ((model, False), (model, True), (LeanLlama(model), False)):
+        ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
+        state = CausalLMState(runner, ids, torch.ones_like(ids))
+        state.forward()
+        state.forward(torch.tensor([[11, 12, 13, 14], [15, 16, 17, 18]]))
+        state.truncate(torch.tensor([7, 4]))  # row 1 keeps one of the four
+        assert state.num_tokens.tolist() == [7, 4]
+        if repack:
+            assert state.cache.mask[1].tolist() == [True] * 4 + [False] * 3  # three holes
+            state.cache.repack()
+            assert state.cache.length == 7 and state.cache.mask[1].tolist() == [False] * 3 + [True] * 4
+        logits.append(state.forward(torch.tensor([[30], [31]])))
+    torch.testing.assert_close(logits[1], logits[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(logits[2], logits[0], atol=1e-4, rtol=1e-4)
 
 
 def test_a_ragged_batch_keeps_its_cache_near_the_longest_row():
@@ -58,8 +61,8 @@ def test_a_ragged_batch_keeps_its_cache_near_the_longest_row():
     for _ in run.steps():
         state = run.verifier.state
         need = int(state.num_tokens.max()) if len(state.live) else 0
-        assert state.length <= 2 * need + 16 + 9
-        longest = max(longest, state.length)
+        assert state.cache.length <= 2 * need + 16 + 9  # the shared slot axis, holes included
+        longest = max(longest, state.cache.length)
     for prompt, out in zip(prompts, run.rows.outputs):
         ref = reference(target, prompt, 150, eos=[budgets_stop])
         assert out == ref[: len(out)] and len(out) == len(ref)

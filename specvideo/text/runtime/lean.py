@@ -55,6 +55,32 @@ class _Canonical:
     rows: bool = False
 
 
+@dataclass(frozen=True)
+class _ByPosition:
+    """Rows at different lengths (not invariant): each real token's key goes to the slot of its
+    position, and a query sees its row's slots up to its own position."""
+
+    rows: torch.Tensor  # (m,) the row of each real token of the block
+    columns: torch.Tensor  # (m,) its column
+    slots: torch.Tensor  # (m,) its position
+    width: int  # slots the block's queries attend over
+    mask: torch.Tensor  # (B, 1, n, width) bool
+
+    @staticmethod
+    def of(position_ids: torch.Tensor, valid: torch.Tensor) -> _ByPosition:
+        rows, columns = valid.nonzero(as_tuple=True)
+        slots = position_ids[rows, columns]
+        width = int(slots.max()) + 1
+        # a padding column's query sees up to its row's last cached slot (its output is ignored)
+        mask = torch.arange(width, device=valid.device) <= position_ids.clamp(min=0)[:, :, None]  # (B, n, W)
+        return _ByPosition(rows, columns, slots, width, mask[:, None])
+
+
+def _rows_end(position_ids: torch.Tensor, valid: torch.Tensor) -> int:
+    """The slots in use after a block of rows apart: one past the last real token's position."""
+    return int(position_ids[valid.bool()].max()) + 1
+
+
 class LeanLlama(nn.Module):
     """Inference-only Llama decoder over the weights of a transformers Llama model.
 
@@ -205,7 +231,7 @@ class LeanLlama(nn.Module):
 
     def make_cache(self, batch_size: int) -> LeanCache:
         like = self.embed.new_empty(0, dtype=self.dtype)
-        return LeanCache(len(self.layers), batch_size, self.kv_heads, self.head_dim, like, by_position=self.invariant)
+        return LeanCache(len(self.layers), batch_size, self.kv_heads, self.head_dim, like)
 
     @torch.inference_mode()
     def forward(
@@ -219,9 +245,11 @@ class LeanLlama(nn.Module):
         output_hidden_states: bool = False,
         **unused,
     ) -> SimpleNamespace:
-        """input_ids (B, n); attention_mask (B, L + n) over cached + new slots, None when every
-        slot holds a real token, or a ready (B, 1, n, L + n) additive float mask (a token tree's);
-        position_ids (B, n); features (B, n, d) beside the tokens when the model has ``fc``."""
+        """input_ids (B, n); position_ids (B, n), which are the new keys' slots; attention_mask
+        (B, n) the block's real columns (``LeanCache.attention_mask``), None when every row stands at
+        ``cache.length`` with a full block, or a ready (B, 1, n, L + n) additive float mask over the
+        slots from slot 0 (a token tree's); features (B, n, d) beside the tokens when the model has
+        ``fc``."""
         B, n = input_ids.shape
         start = cache.length
         cache.reserve(n)
@@ -234,9 +262,11 @@ class LeanLlama(nn.Module):
             mask = _Canonical(invariant.attention_plan(start, n, input_ids.device))
             cache.reserve(mask.plan[-1].width - start)
         elif self.invariant and attention_mask.ndim == 2:  # rows apart: each in its own slots and calls
-            plans = invariant.row_plans(position_ids, attention_mask[:, -n:].bool())
+            plans = invariant.row_plans(position_ids, attention_mask.bool())
             mask = _Canonical(plans, rows=True)
             cache.reserve(max((p.calls[-1].width for p in plans if p.calls), default=0) - start)
+        elif attention_mask is not None and attention_mask.ndim == 2:  # rows apart: keys by position
+            mask = _ByPosition.of(position_ids, attention_mask.bool())
         else:
             mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         states = [x] if output_hidden_states else None  # transformers' hidden_states, (B, n, d) each
@@ -250,7 +280,7 @@ class LeanLlama(nn.Module):
             x = x + self._linear(F.silu(gate) * up, layer.down)  # (B, n, d)
             if states is not None:
                 states.append(x)
-        cache.length = start + n
+        cache.length = start + n if attention_mask is None or attention_mask.ndim == 4 else _rows_end(position_ids, attention_mask)
         hidden = (*states[:-1], self._norm(x) * self.norm_weight) if output_hidden_states else None
         x = self._norm(x[:, -logits_to_keep:] if logits_to_keep else x, self.head_norm)
         logits = self._linear(x, self.lm_head)  # (B, n_keep, V')
@@ -292,6 +322,10 @@ class LeanLlama(nn.Module):
         elif isinstance(mask, _Canonical):
             cache.kv[i, :, :, :, cache.length : cache.length + n] = new
             out = invariant.attend(qkv[:, :H], cache.kv[i], mask.plan, H != self.kv_heads)
+        elif isinstance(mask, _ByPosition):
+            cache.kv[i][:, mask.rows, :, mask.slots] = new[:, mask.rows, :, mask.columns]
+            keys, values = cache.kv[i, :, :, :, : mask.width]  # (B, H_kv, W, D) each
+            out = F.scaled_dot_product_attention(qkv[:, :H], keys, values, attn_mask=mask.mask, enable_gqa=H != self.kv_heads)
         else:
             end = cache.length + n
             cache.kv[i, :, :, :, cache.length : end] = new
@@ -347,20 +381,15 @@ def _fuse(layer) -> SimpleNamespace:
 
 
 def _attention_mask(attention_mask: torch.Tensor | None, start: int, n: int, device: torch.device) -> torch.Tensor | None:
-    """Causal over slots, masked where a slot holds no real token; a query always sees itself so a
-    padding query never has an empty row (its output is ignored, but must stay finite). None when
-    one token is decoded and every slot is real: it sees them all."""
-    if attention_mask is None and n == 1:
-        return None
-    if attention_mask is not None and attention_mask.ndim == 4:  # a custom mask (a token tree's): as given
+    """Causal over slots 0 .. start + n - 1 (every row at ``start``); a ready 4-D mask (a token
+    tree's) as given; None when one token is decoded: it sees every slot."""
+    if attention_mask is not None:
         return attention_mask
+    if n == 1:
+        return None
     slots = torch.arange(start + n, device=device)  # (L + n,)
     query = start + torch.arange(n, device=device)  # (n,)
-    causal = slots[None, :] <= query[:, None]  # (n, L + n)
-    if attention_mask is None:
-        return causal[None, None]  # (1, 1, n, L + n)
-    valid = attention_mask.bool()  # (B, L + n)
-    return ((causal[None] & valid[:, None, :]) | (slots[None, :] == query[:, None])[None])[:, None]  # (B, 1, n, L + n)
+    return (slots[None, :] <= query[:, None])[None, None]  # (1, 1, n, L + n)
 
 
 def _block_rows(weight, vocab: torch.Tensor | None) -> torch.Tensor:

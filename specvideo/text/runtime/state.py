@@ -1,12 +1,12 @@
 """A causal LM with its own KV cache over a ragged batch, rolled back to each row's length.
 
-Layout: every row shares the cache's slot axis; a (B, L) bool ``mask`` says which slots hold a real
-token. Rows that keep different counts leave masked *holes*; position ids count only real tokens,
-so each row sees exactly the positions it would see alone. ``truncate(lengths)`` keeps each row's
-first tokens and crops the slots no row uses any more (for batch 1 this is a plain crop).
-
-While every slot and every pending token is real (always for batch 1), the model gets no
-attention mask at all: it is plain causal attention, and transformers skips building one.
+Each row has a length, its count of cached tokens; its next token's position is that length, so
+each row sees exactly the positions it would see alone. ``truncate(lengths)`` lowers the lengths:
+that is the whole rollback. The cache (``kv_cache.SlotCache``) keeps the keys behind the lengths and
+gives each block's attention mask: LeanLlama's stores a row's keys by position, transformers'
+``DynamicCache`` is wrapped by an adapter that masks the holes rows leave on its shared slot axis.
+While every row stands at one length and every pending token is real (always for batch 1), the
+model gets no attention mask at all.
 
 A draft head (``specvideo.text.models.head``) reads a feature beside each token: ``push`` and ``forward``
 take them as ``features`` (B, n, d), queued with the tokens. With ``keep_hidden`` set, every
@@ -17,14 +17,14 @@ Finished rows leave the batch: ``retire`` drops their cache rows, so they cost n
 compute. Callers keep speaking in the original rows: tokens go in as (B, n), logits come out as
 (B, n, V) (zeros for retired rows).
 
-This module feeds the model (a prompt in an invariant model's chunks included); the rows' jobs
-(admit, retire, truncate, repack) are ``rows.BatchRows``'; the cache is any ``kv_cache.SlotCache``
-(LeanLlama's or an adapter over transformers' ``DynamicCache``), so nothing here depends on its
-layout.
+The state feeds the model (a prompt in an invariant model's chunks included) and keeps the rows:
+rows join (``admit``) and leave (``retire``, ``compact``, ``split``) a running batch between rounds.
+Nothing here depends on the cache's layout.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from dataclasses import dataclass
 
@@ -35,11 +35,10 @@ from transformers import PreTrainedModel
 from specvideo.text.runtime.contract import context_length, layer_features
 from specvideo.text.runtime.invariant import PREFILL_CHUNK
 from specvideo.text.runtime.kv_cache import KV, make_slot_cache
-from specvideo.text.runtime.rows import BatchRows
 
 
-class CausalLMState(BatchRows):
-    """KV cache, validity mask, positions and not-yet-cached tokens of one model over a batch.
+class CausalLMState:
+    """KV cache, row lengths and not-yet-cached tokens of one model over a batch.
 
     input_ids:      (B, T) left-padded prompt tokens (they become the first pending block).
     attention_mask: (B, T) 1 for real tokens, 0 for padding.
@@ -57,8 +56,7 @@ class CausalLMState(BatchRows):
         B = input_ids.shape[0]
         self.batch_size = B  # rows as callers count them; ``live`` are the ones still in the cache
         self.live = torch.arange(B, device=self.device)  # (B',) original row of each cached row
-        self.cache = make_slot_cache(model, B)  # a model may bring its own (LeanLlama)
-        self.mask = torch.zeros(B, 0, dtype=torch.bool, device=self.device)  # (B, L) real slots
+        self.cache = make_slot_cache(model, B, self.device)  # a model may bring its own (LeanLlama)
         self.num_tokens = torch.zeros(B, dtype=torch.long, device=self.device)  # (B,) real tokens cached
         self.pending = input_ids  # (B, n) fed at the next forward
         self.pending_valid = attention_mask.bool()  # (B, n)
@@ -67,7 +65,6 @@ class CausalLMState(BatchRows):
         self.feature_layers: tuple[int, ...] = ()  # or the layers an EAGLE-3 head fuses (``_keep_hidden``)
         self.hidden: torch.Tensor | None = None  # (B', n, d) of the last forward's fed block
         self.past_features: torch.Tensor | None = None  # (T, d) batch 1: the features at each position
-        self.full = bool(self.pending_valid.all())  # no hole anywhere: no attention mask needed
         self.max_position = context_length(model) - 1
         self._kwargs = forward_kwargs(model)
         # an invariant model (LeanLlama(invariant=True)) prefills the prompt but its last token alone,
@@ -93,8 +90,6 @@ class CausalLMState(BatchRows):
             features = self._live_rows(features)
             queued = self.pending_features
             self.pending_features = features if queued is None else torch.cat([queued, features], dim=1)
-        if self.full:
-            self.full = bool(valid.all())
         self.pending = torch.cat([self.pending, tokens], dim=1)
         self.pending_valid = torch.cat([self.pending_valid, valid], dim=1)
 
@@ -154,9 +149,9 @@ class CausalLMState(BatchRows):
                 joined = row
             else:
                 joined.admit(row)
-        self.cache, self.mask, self.num_tokens = joined.cache, joined.mask, joined.num_tokens
+        self.cache, self.num_tokens = joined.cache, joined.num_tokens
         self.pending, self.pending_valid = self.pending[:, n:], self.pending_valid[:, n:]
-        self._prefill, self.full = 0, False
+        self._prefill = 0
         if not need:
             return [], [None]
         like = next(x for x in logits if x is not None)  # (1, <= need, V)
@@ -180,13 +175,10 @@ class CausalLMState(BatchRows):
         """One model call over the first n pending tokens; the model's output."""
         tokens, valid = self.pending[:, :n], self.pending_valid[:, :n]  # (B', n)
         positions = self.num_tokens[:, None] + valid.long().cumsum(1) - 1  # (B', n)
-        mask = torch.cat([self.mask, valid], dim=1)  # (B', L + n)
         features = self.pending_features
         if features is not None:
             self.pending_features = features[:, :n]
-        full = self.full and bool(valid.all())
-        out = self.call_model(tokens, None if full else mask.long(), positions, num_logits)
-        self.mask = mask
+        out = self.call_model(tokens, self.cache.attention_mask(self.num_tokens, valid), positions, num_logits)
         self.num_tokens = self.num_tokens + valid.sum(1)
         self.pending, self.pending_valid = self.pending[:, n:], self.pending_valid[:, n:]
         if features is not None and n < features.shape[1]:
@@ -247,12 +239,90 @@ class CausalLMState(BatchRows):
         if self.length or self.batch_size != 1 or not self.full or n >= self.pending_width:
             raise ValueError("a prompt prefix is restored into a fresh batch-1 state, before its last token")
         self.cache.restore(layers, n)
-        self.mask = torch.ones(1, n, dtype=torch.bool, device=self.device)
         self.num_tokens = torch.full_like(self.num_tokens, n)
         self.pending, self.pending_valid = self.pending[:, n:], self.pending_valid[:, n:]
         if self.invariant:
             self._prefill = self.pending_width - 1
         self._hidden_prefix = hidden
+
+    @property
+    def length(self) -> int:
+        """The longest row's length."""
+        return int(self.num_tokens.max()) if len(self.num_tokens) else 0
+
+    @property
+    def pending_width(self) -> int:
+        return self.pending.shape[1]
+
+    @property
+    def full(self) -> bool:
+        """Every row at one length and every pending token real: the rows share slots and calls."""
+        lengths = self.num_tokens
+        return bool(self.pending_valid.all()) and bool((lengths == lengths[:1]).all())
+
+    def truncate(self, lengths: torch.Tensor) -> None:
+        """Rollback by position: row b keeps its first ``lengths[b]`` tokens (B,) (cached, then
+        pending) and drops the rest."""
+        lengths = self._live_rows(lengths.to(self.device))
+        self.num_tokens = torch.minimum(self.num_tokens, lengths)
+        if self.pending_width and bool((lengths < self.num_tokens + self.pending_valid.sum(1)).any()):
+            raise ValueError("truncate drops cached tokens only; a pending token is never rolled back")
+        self.cache.truncate(self.num_tokens)
+
+    def admit(self, other: CausalLMState) -> None:
+        """Append ``other``'s rows (a fresh state of the same model after ``prefill``) to this batch
+        between rounds, numbered after the last row; the pending blocks are padded with invalid
+        columns on the left."""
+        if other.model is not self.model or other._prefill or self._prefill:
+            raise ValueError("a row joins a batch of the same model, after both have prefilled")
+        if other.pending_features is not None or self.pending_features is not None:
+            raise ValueError("rows with pending draft-head features cannot join a batch")
+        self.cache.admit(other.cache, other.batch_size)
+        self.num_tokens = torch.cat([self.num_tokens, other.num_tokens])
+        pad = [max(self.pending_width, other.pending_width) - s.pending_width for s in (self, other)]
+        self.pending = torch.cat([F.pad(s.pending, (p, 0)) for s, p in zip((self, other), pad)])
+        self.pending_valid = torch.cat([F.pad(s.pending_valid, (p, 0)) for s, p in zip((self, other), pad)])
+        self.live = torch.cat([self.live, other.live + self.batch_size])
+        self.batch_size += other.batch_size
+        self.hidden = None
+
+    def split(self, b: int) -> CausalLMState:
+        """A batch-1 copy of row b (its cache and pending tokens), for another batch to ``admit``;
+        this batch is unchanged (``retire`` drops the row here)."""
+        i = int((self.live == b).nonzero()[0, 0])
+        if self._prefill or self.pending_features is not None:
+            raise ValueError("a row leaves a batch between rounds, after its prefill and without pending features")
+        row = copy.copy(self)
+        valid = self.pending_valid[i]
+        row.cache, row.num_tokens = self.cache.row(i), self.num_tokens[i : i + 1]
+        row.cache.truncate(row.num_tokens)
+        row.pending, row.pending_valid = self.pending[i : i + 1, valid], self.pending_valid[i : i + 1, valid]
+        row.live, row.batch_size, row.hidden = torch.zeros(1, dtype=torch.long, device=self.device), 1, None
+        return row
+
+    def compact(self) -> torch.Tensor:
+        """Number the rows still in the batch 0 .. B' - 1 (retired rows leave the callers' numbering
+        too); returns their former numbers (B',)."""
+        kept = self.live
+        self.batch_size = len(kept)
+        self.live = torch.arange(len(kept), device=self.device)
+        return kept
+
+    def _live_rows(self, x: torch.Tensor) -> torch.Tensor:
+        return x if x.shape[0] == len(self.live) else x[self.live]
+
+    def retire(self, done: torch.Tensor) -> None:
+        """Drop the rows flagged in ``done`` (B,) from the cache and the pending tokens."""
+        keep = ~done.to(self.device)[self.live]  # (B',)
+        if bool(keep.all()):
+            return
+        rows = keep.nonzero()[:, 0]
+        self.cache.select_rows(rows)
+        self.live, self.num_tokens = self.live[rows], self.num_tokens[rows]
+        self.pending, self.pending_valid = self.pending[rows], self.pending_valid[rows]
+        if self.pending_features is not None:
+            self.pending_features = self.pending_features[rows]
+        self.cache.truncate(self.num_tokens)
 
     def _extra_inputs(self) -> dict:
         """The pending features (taken off the queue) and the request for hidden states."""

@@ -177,7 +177,6 @@ def forward_tree(state, tree: TokenTree) -> torch.Tensor:
         ~mask, torch.finfo(dtype).min
     )  # added to the attention scores: transformers' eager and SDPA paths and LeanLlama alike
     out = state.call_model(tokens, additive[None, None], positions, n + 1)
-    state.mask = torch.ones(1, L + w + n, dtype=torch.bool, device=device)
     state.num_tokens = state.num_tokens + w + n
     state.pending, state.pending_valid = tokens[:, :0], state.pending_valid[:, :0]
     state.finish_forward()
@@ -197,5 +196,4 @@ def keep_tree_path(state, tree: TokenTree, path: list[int]) -> None:
     if state.past_features is not None:  # the path's features move to its positions as its slots did
         rows = state.hidden.shape[1] - tree.size + torch.tensor(path, dtype=torch.long, device=state.device)
         state.past_features[start:width] = state.hidden[0, rows]
-    state.mask = torch.ones(1, width, dtype=torch.bool, device=state.device)
     state.num_tokens = torch.full_like(state.num_tokens, width)
