@@ -1,30 +1,21 @@
-"""A lean Llama for CPU decoding: the same weights as a transformers ``LlamaForCausalLM``, run by
-a few plain PyTorch ops per layer with a preallocated KV cache. It runs drafts, and optionally the
-target (``TextModels(lean_target=True)``).
+"""A lean Llama for CPU decoding: the weights of a transformers ``LlamaForCausalLM`` (or Qwen2: biases
+on q, k, v) run by a few plain PyTorch ops per layer over a preallocated KV cache (``LeanCache``:
+a row's keys at slots equal to their positions). It runs drafts, and optionally the target
+(``TextModels(lean_target=True)``), answering the transformers call ``CausalLMState`` makes
+(input_ids, attention_mask, position_ids, cache, logits_to_keep). q/k/v and gate/up are fused with
+the RMSNorm weights folded in, rotary cos/sin are looked up in tables, and a fully valid 1-token step
+gets no mask. Its logits equal transformers' up to float rounding (tested, with greedy identity).
 
-For a 1-layer draft the transformers forward is dominated by per-call Python overhead (module
-hooks, mask construction, cache bookkeeping) and every op counts. This module fuses q/k/v and
-gate/up projections, folds the RMSNorm weights into them, keeps its cache in one preallocated
-buffer, looks the rotary cos/sin up in tables computed once, and skips the attention mask when one
-fully valid token is decoded (it sees every cached slot). It answers the same call as the
-transformers model inside ``CausalLMState`` (input_ids, attention_mask, position_ids, cache, logits_to_keep), so the
-``ModelDrafter`` and the ``TargetVerifier`` run it unchanged. Its logits equal transformers' up to
-float rounding (the tests check both, and greedy identity with the target's own ``generate()``);
-verifying with it is opt-in for that reason.
+``vocab`` (token ids, ``specvideo.text.models.vocab``): only those rows of the output projection are
+computed, the other logits are -inf (FR-Spec).
 
-With ``vocab`` (token ids, see ``specvideo.text.models.vocab``) only those rows of the output projection
-are computed; the other logits are -inf, so the draft never proposes those tokens (FR-Spec).
+``invariant=True`` (the bf16 targets' precision policy, ``specvideo.text.models.precision``): every
+position of a block is computed with the operations of a 1-token step (``invariant``: each query
+over its own key prefix in canonical calls, linear layers in fixed row tiles), and ``CausalLMState``
+stops the prompt's prefill one token short; a block's logits equal the 1-token steps' bit for bit.
+Over GGUF blocks a decode block runs each layer in one C++ call (``fused_layer``).
 
-With ``invariant=True`` (the bf16 targets' precision policy, ``specvideo.text.models.precision``) every
-position of a k-token block is computed with the operations of a 1-token step: each query attends
-over its own key prefix in a call of its own, the linear layers use one kernel path whatever the
-number of rows (probed at build time; where a shape's path changes with the rows, every call runs
-in fixed tiles of ``ROW_TILE`` rows), and the first forward stops one token short of the prompt's
-end (``CausalLMState``). A block's logits then equal the 1-token steps' bit for bit. Qwen2 models
-(projection biases on q, k, v) run too. Over GGUF blocks a decode block runs each layer in one C++
-call (``fused_layer``).
-
-For the draft head (``specvideo.text.models.head``): with ``fc`` each token's input is ``fc([embedding,
+The draft head (``specvideo.text.models.head``): with ``fc`` each token's input is ``fc([embedding,
 feature])``, ``output_hidden_states=True`` returns transformers' hidden states of every fed position,
 and with ``fuse`` (EAGLE-3) ``fused`` maps the target's ``layer_features`` to the head's input.
 """
