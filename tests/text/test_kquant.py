@@ -161,3 +161,4 @@ def test_the_install_step_builds_the_kernel_or_says_why_not(monkeypatch, capsys)
     assert main() == 0
     out = capsys.readouterr().out
     assert ("is ready" in out) == kernels.built(), out
+

@@ -168,3 +168,20 @@ def test_an_int4_copy_of_the_target_drafts_for_it_exactly(drafter, fmt):
 def test_an_int4_target_is_told_it_is_its_own_int4_copy():
     with pytest.raises(ValueError, match="int4 copy of the target, which an int4 target already is"):
         SpeculativeGenerator.from_models(tiny_llama(seed=0).to(torch.bfloat16), drafter="self", weights="int4")
+
+
+def test_a_stale_build_lock_goes_and_a_fresh_one_stays(tmp_path):
+    """A build killed mid-way leaves torch's lock, on which every later load would wait forever."""
+    import os
+    import time
+
+    lock = tmp_path / "lock"
+    lock.write_text("")
+    kernels._clear_stale_lock(lock)
+    assert lock.exists()  # another process may be building right now
+    old = time.time() - kernels.STALE_LOCK_S - 60
+    os.utime(lock, (old, old))
+    with pytest.warns(UserWarning, match="stale kernel build lock"):
+        kernels._clear_stale_lock(lock)
+    assert not lock.exists()
+    kernels._clear_stale_lock(lock)  # no lock: nothing to do

@@ -69,6 +69,7 @@ def module():
 
     build = cache_root() / "kernels" / f"qmm-{_digest()}"  # a new build directory when a source changes
     build.mkdir(parents=True, exist_ok=True)
+    _clear_stale_lock(build / "lock")
     start = time.perf_counter()
     if _FAILED:
         raise RuntimeError(_FAILED[0])
@@ -79,6 +80,21 @@ def module():
         raise RuntimeError(_FAILED[0]) from err
     BUILD_SECONDS["qmm"] = time.perf_counter() - start
     return ext
+
+
+STALE_LOCK_S = 600  # a build takes about a minute: a lock older than this outlived its process
+
+
+def _clear_stale_lock(lock: Path) -> None:
+    """torch's build lock stays behind when a building process is killed (SIGTERM, SIGKILL), and every
+    later load waits on it forever: one older than ``STALE_LOCK_S`` goes, with a warning."""
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except OSError:
+        return
+    if age > STALE_LOCK_S:
+        warnings.warn(f"removing a stale kernel build lock ({lock}, {age / 60:.0f} min old)", stacklevel=3)
+        lock.unlink(missing_ok=True)
 
 
 def _digest() -> str:
