@@ -91,24 +91,34 @@ class Row:
 
 class Load:
     """``users`` threads streaming the server's own answers back to back (other users of the server),
-    each request kept as (start, end, tokens)."""
+    each request kept as (start, end, tokens). It returns once every user has finished a first
+    request, so the load runs from the first measured window on."""
 
     def __init__(self, config: BenchEdgeConfig, users: int):
         self.config, self.ended, self.stop = config, [], threading.Event()
         prompts = code_prompts("tuning", 8) if config.workload == "code" else chat_prompts("tuning", 8)
-        self.threads = [threading.Thread(target=self._user, args=(prompts[i::users] or prompts,), daemon=True) for i in range(users)]
+        self.warm = [threading.Event() for _ in range(users)]
+        self.threads = [
+            threading.Thread(target=self._user, args=(prompts[i::users] or prompts, self.warm[i]), daemon=True) for i in range(users)
+        ]
         for thread in self.threads:
             thread.start()
+        for event in self.warm:
+            event.wait(timeout=600)
 
-    def _user(self, prompts) -> None:
-        with httpx.Client(timeout=600) as http:
-            while not self.stop.is_set():
-                for prompt in prompts:
-                    start = time.perf_counter()
-                    tokens = server_stream(http, self.config, prompt, 0.0)[1]
-                    self.ended.append((start, time.perf_counter(), tokens))
-                    if self.stop.is_set():
-                        return
+    def _user(self, prompts, warm: threading.Event) -> None:
+        try:
+            with httpx.Client(timeout=600) as http:
+                while not self.stop.is_set():
+                    for prompt in prompts:
+                        start = time.perf_counter()
+                        tokens = server_stream(http, self.config, prompt, 0.0)[1]
+                        self.ended.append((start, time.perf_counter(), tokens))
+                        warm.set()
+                        if self.stop.is_set():
+                            return
+        finally:
+            warm.set()  # a user that failed holds nobody up
 
     def during(self, windows: list[tuple[float, float, float]], mine: int) -> dict:
         """The others' tokens per second over ``windows`` (start, end, server forwards), and the

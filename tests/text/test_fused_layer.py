@@ -66,8 +66,13 @@ def test_rows_that_stand_apart_decode_as_each_alone(tiny, monkeypatch):
     from tests.helpers import own_greedy
 
     _, tok, meta = tiny
-    apart, slots = [], fused_layer.slots
-    monkeypatch.setattr(fused_layer, "slots", lambda mask, *a: apart.append(mask.rows) or slots(mask, *a))
+    apart, run = [], fused_layer.run
+
+    def recorded(layers, lean, x, positions, slot, *rest):  # slot (B, n): rows at different slots?
+        apart.append(bool((slot[:, -1] != slot[0, -1]).any()))
+        return run(layers, lean, x, positions, slot, *rest)
+
+    monkeypatch.setattr(fused_layer, "run", recorded)
     gen = SpeculativeGenerator.from_pretrained(meta, dtype="gguf", drafter="ngram", num_draft_tokens=3)
     assert gen.models.target_runner._fused is not None
     prompts = [tok("def quicksort(arr): return arr")["input_ids"], tok("x = 1")["input_ids"]]

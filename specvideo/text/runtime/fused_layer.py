@@ -44,20 +44,9 @@ def build(lean) -> list | None:
     return layers
 
 
-def slots(mask, start: int, B: int, n: int) -> torch.Tensor:
-    """(B, n) the cache slot of each token of a block (``lean._Canonical``): start + j where every
-    row shares the block's slots, a row's own slots where rows stand apart; -1 where a column holds
-    no real token."""
-    if not mask.rows:
-        return (start + torch.arange(n)).expand(B, n)
-    out = torch.full((B, n), -1, dtype=torch.long)
-    for b, plan in enumerate(mask.plan):
-        out[b, plan.columns] = plan.start + torch.arange(len(plan.columns))
-    return out
-
-
 def run(layers: list, lean, x: torch.Tensor, position_ids: torch.Tensor, slot: torch.Tensor, cache, states) -> torch.Tensor:
-    """x (B, n, d) float32 through every layer; slot (B, n) (``slots``); ``states`` (a list or None)
+    """x (B, n, d) float32 through every layer; slot (B, n) each token's cache slot (its position;
+    -1 where a column holds no real token); ``states`` (a list or None)
     gathers each layer's output as transformers' hidden states do."""
     B, n, d = x.shape
     rows = torch.arange(B).repeat_interleave(n)  # (B n,)

@@ -262,7 +262,8 @@ class LeanLlama(nn.Module):
             mask = _attention_mask(attention_mask, start, n, input_ids.device)  # (B, 1, n, L + n) or None
         states = [x] if output_hidden_states else None  # transformers' hidden_states, (B, n, d) each
         if fast := self._fused and isinstance(mask, _Canonical) and n <= invariant.MAX_TILED_ROWS:
-            x = fused_layer.run(self._fused, self, x, position_ids, fused_layer.slots(mask, start, B, n), cache, states)
+            slot = position_ids if attention_mask is None else position_ids.masked_fill(~attention_mask.bool(), -1)  # (B, n)
+            x = fused_layer.run(self._fused, self, x, position_ids, slot, cache, states)
         else:
             cos, sin = self._rope(position_ids)  # (B, H + 2 H_kv, n, D) each
         for i, layer in enumerate([] if fast else self.layers):
