@@ -4,19 +4,23 @@ import pytest
 import torch
 
 from specvideo.text import SpeculativeGenerator
+from specvideo.text.prompts import encode_prompt
 from specvideo.text.runtime.lean import LeanLlama
 from specvideo.text.runtime.state import CausalLMState
 from tests.helpers import perturbed_copy, random_prompts, tiny_llama
+
+
+def left_padded(prompts: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, T) input ids and attention mask of token rows, left-padded as the generator pads them."""
+    encoded = encode_prompt(prompts, None, 64, torch.device("cpu"))
+    return encoded.input_ids, encoded.attention_mask
 
 
 def test_logits_match_transformers_over_a_ragged_batch_with_rollback():
     model = tiny_llama(64, seed=0)
     lean = LeanLlama(model)
     prompts = random_prompts(3, 64, seed=1, min_len=2, max_len=9)
-    width = max(map(len, prompts))
-    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    hf, fast = CausalLMState(model, ids, mask), CausalLMState(lean, ids, mask)
+    hf, fast = (CausalLMState(m, *left_padded(prompts)) for m in (model, lean))
     assert not hf.full  # padding: the models get an attention mask
     torch.testing.assert_close(fast.forward(), hf.forward(), atol=1e-4, rtol=1e-4)
     for step in range(6):
@@ -59,10 +63,7 @@ def test_a_lean_row_keeps_its_keys_at_its_positions_whatever_the_batch():
     model = tiny_llama(64, seed=7)
     lean = LeanLlama(model)
     prompts = random_prompts(2, 64, seed=8, min_len=3, max_len=6)
-    width = max(map(len, prompts))
-    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    hf, fast = CausalLMState(model, ids, mask), CausalLMState(lean, ids, mask)
+    hf, fast = (CausalLMState(m, *left_padded(prompts)) for m in (model, lean))
     rows = [list(p) for p in prompts]
     hf.forward(), fast.forward()
     for step, keep in enumerate(([2, 0], [0, 3], [1, 1])):
